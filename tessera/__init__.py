@@ -1,0 +1,18 @@
+"""tessera: compile one ONNX model across several inference backends.
+
+`import tessera` is light: it registers target kinds and backends, and loads no backend
+library; each one loads on first use.
+"""
+
+from __future__ import annotations
+
+from tessera import (
+    backends,
+    errors,
+)
+from tessera.config import CompilationConfig
+from tessera.target import Target, TargetKind
+
+__version__ = "0.1.0"
+
+__all__ = ["CompilationConfig", "Target", "TargetKind", "__version__", "backends", "errors"]

@@ -1,0 +1,1 @@
+"""Shared internals; nothing here is public API."""

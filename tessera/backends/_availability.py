@@ -1,0 +1,36 @@
+"""Answer "is this backend's library installed?" without importing it."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from collections.abc import Callable
+
+from tessera.target import Availability
+
+
+def library_availability(
+    module: str, dists: tuple[str, ...], extra: str | None
+) -> Callable[[], Availability]:
+    """A check that finds `module` and reports the first installed distribution's version.
+    `extra` is tessera's pip extra for it; None when it must be installed by hand."""
+    how = f"pip install 'tessera[{extra}]'" if extra else f"pip install {dists[0]}"
+
+    def check() -> Availability:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return Availability(
+                False, f"{module} is not installed; install it with: {how}"
+            )
+        for dist in dists:
+            try:
+                version = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            return Availability(True, f"{dist} {version}", version)
+        return Availability(True, f"{module} (version unknown)")
+
+    return check

@@ -1,0 +1,14 @@
+"""Entry point: import the command modules so they register on the group."""
+
+from __future__ import annotations
+
+from tessera.cli import _targets
+from tessera.cli._app import cli
+
+del _targets
+
+__all__ = ["cli", "main"]
+
+
+def main() -> None:
+    cli(prog_name="tessera")

@@ -1,0 +1,184 @@
+"""`tessera targets`, `tessera target show` and `tessera config show`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from tessera.cli._app import cli, console
+from tessera.config import CompilationConfig, option_infos, split_target_option
+from tessera.errors import ConfigError
+from tessera.target import KINDS, TAGS, Target
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@cli.command("targets")
+@click.option("--json", "as_json", is_flag=True, help="Print kinds and tags as JSON.")
+def targets_command(as_json: bool) -> None:
+    """List target kinds (with availability and attributes) and tags."""
+    kinds = [kind for _, kind in KINDS.items()]
+    if as_json:
+        payload = {
+            "kinds": [
+                {
+                    "name": k.name,
+                    "aliases": KINDS.aliases_of(k.name),
+                    "device_types": list(k.device_types),
+                    "external_codegen": k.is_external_codegen,
+                    "available": k.is_available().ok,
+                    "availability": k.is_available().reason,
+                    "attrs": {
+                        s.name: {"type": s.type.value, "default": _json(s.default),
+                                 "doc": s.doc, "tuning": s.tuning,
+                                 "choices": list(s.choices) if s.choices else None}
+                        for s in k.attrs
+                    },
+                }
+                for k in kinds
+            ],
+            "tags": {name: str(Target(name)) for name in TAGS.names()},
+        }
+        click.echo(json.dumps(payload, indent=2))
+        return
+    out = console()
+    table = Table(title="Target kinds")
+    for column in ("kind", "aliases", "runs on", "available"):
+        table.add_column(column, overflow="fold")
+    for kind in kinds:
+        role = ("backend for " if kind.is_external_codegen else "device ") + ", ".join(
+            kind.device_types
+        )
+        avail = kind.is_available()
+        reason = escape(avail.reason)
+        mark = f"[green]yes[/] ({reason})" if avail.ok else f"[red]no[/] ({reason})"
+        table.add_row(kind.name, ", ".join(KINDS.aliases_of(kind.name)), role, mark)
+    out.print(table)
+    for kind in kinds:
+        attrs = Table(title=escape(f"{kind.name}: {kind.doc}"), title_justify="left")
+        for column in ("option", "type", "default", "tuning key", "doc"):
+            attrs.add_column(column, overflow="fold")
+        for spec in kind.attrs:
+            kind_text = spec.type.value + (f" {{{'|'.join(spec.choices)}}}" if spec.choices else "")
+            default = "" if spec.default is None else _show(spec.default)
+            attrs.add_row(f"-{spec.name}", escape(kind_text), escape(default),
+                          "yes" if spec.tuning else "no", escape(spec.doc))
+        out.print(attrs)
+    tags = Table(title="Tags")
+    tags.add_column("tag")
+    tags.add_column("expands to", overflow="fold")
+    for name in TAGS.names():
+        tags.add_row(name, escape(str(Target(name))))
+    out.print(tags)
+
+
+def _json(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+@cli.group("target")
+def target_group() -> None:
+    """Inspect targets."""
+
+
+@target_group.command("show")
+@click.argument("target")
+@click.option("--host", help="Host target for a device target.")
+def target_show(target: str, host: str | None) -> None:
+    """Print a target's canonical string, JSON and tuning key."""
+    parsed = Target(target, host=host)
+    out = console()
+    click.echo(f"canonical:   {parsed}")
+    click.echo(f"kind:        {parsed.kind.name}")
+    click.echo(f"device:      {parsed.device_type}")
+    role = "external codegen (backend)" if parsed.is_external_codegen else "device target"
+    click.echo(f"role:        {role}")
+    click.echo(f"keys:        {', '.join(parsed.keys)}")
+    click.echo(f"tuning key:  {parsed.tuning_key()}")
+    out.print("json:")
+    click.echo(json.dumps(parsed.to_dict(include_defaults=True), indent=2))
+
+
+@cli.group("config")
+def config_group() -> None:
+    """Inspect compilation configs."""
+
+
+def config_from_cli(
+    targets: str, host: str | None, executor: str | None, runtime: str | None,
+    options: tuple[str, ...], extra_args: list[str],
+) -> CompilationConfig:
+    """Build a config from CLI values, including tvmc-style --target-<kind>-<opt>=v flags."""
+    target_options: dict[str, dict[str, str]] = {}
+    args = list(extra_args)
+    while args:
+        flag = args.pop(0)
+        if not flag.startswith("--target-"):
+            raise ConfigError(f"unexpected argument {flag!r}")
+        name, has_value, value = flag.partition("=")
+        if not has_value:
+            if not args:
+                raise ConfigError(f"{flag} needs a value, e.g. {flag}=VALUE")
+            value = args.pop(0)
+        kind, option = split_target_option(name)
+        target_options.setdefault(kind, {})[option] = value
+    flow: dict[str, str] = {}
+    for item in options:
+        key, has_value, value = item.partition("=")
+        if not has_value:
+            raise ConfigError(f"--option expects NAME=VALUE, got {item!r}")
+        flow[key.strip()] = value.strip()
+    return CompilationConfig.create(
+        targets, host=host, executor=executor, runtime=runtime,
+        target_options=target_options, **flow,
+    )
+
+
+@config_group.command(
+    "show", context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
+)
+@click.option("-t", "--target", "targets", required=True,
+              help='Targets in priority order, e.g. "openvino,onnxruntime,cpu", or a JSON file.')
+@click.option("--host", help="Host target shared by all targets.")
+@click.option("--executor", help="Executor (default graph).")
+@click.option("--runtime", help="Runtime (default python).")
+@click.option("--option", "-o", "options", multiple=True, metavar="NAME=VALUE",
+              help="Flow option, e.g. -o fallback=off (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the config as JSON.")
+@click.pass_context
+def config_show(
+    ctx: click.Context, targets: str, host: str | None, executor: str | None,
+    runtime: str | None, options: tuple[str, ...], as_json: bool,
+) -> None:
+    """Print the canonical config. Also takes tvmc-style --target-<kind>-<opt>=VALUE."""
+    config = config_from_cli(targets, host, executor, runtime, options, ctx.args)
+    if as_json:
+        click.echo(config.to_json(indent=2))
+        return
+    out = console()
+    click.echo(f"targets:     {config}")
+    click.echo(f"host:        {config.host}")
+    click.echo(f"executor:    {config.executor}")
+    click.echo(f"runtime:     {config.runtime}")
+    click.echo(f"partitioner: {config.partitioner}")
+    click.echo(f"cache key:   {config.cache_key()}")
+    for device in config.devices:
+        click.echo(f"device {device}:")
+        click.echo(f"  target:    {config.target_for_device(device)}")
+        for rank, backend in enumerate(config.backends_for_device(device), start=1):
+            click.echo(f"  backend {rank}: {backend}  (tuning key {backend.tuning_key()})")
+        for special in config.specialized_targets_for_device(device):
+            click.echo(f"  specialised: {special}")
+    out.print("options:")
+    infos = {i.name.replace("_", "-"): i for i in option_infos()}
+    for name, value in config.options.to_dict().items():
+        marker = "cache key" if infos[name].cache_key else "deployment only"
+        click.echo(f"  {name} = {_show(value)}  ({marker})")

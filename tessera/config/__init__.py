@@ -1,0 +1,23 @@
+"""CompilationConfig: targets, host, executor, runtime and flow options (seed 003, A1a)."""
+
+from __future__ import annotations
+
+from tessera.config._config import (
+    CompilationConfig,
+    ConfigLike,
+    NamedTarget,
+    split_target_option,
+)
+from tessera.config._options import EXECUTORS, RUNTIMES, FlowOptions, OptionInfo, option_infos
+
+__all__ = [
+    "EXECUTORS",
+    "RUNTIMES",
+    "CompilationConfig",
+    "ConfigLike",
+    "FlowOptions",
+    "NamedTarget",
+    "OptionInfo",
+    "option_infos",
+    "split_target_option",
+]

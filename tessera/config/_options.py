@@ -1,0 +1,109 @@
+"""Flow options: deployment and compilation switches that are not Target attributes (A1a).
+
+Each option declares whether it enters the compile cache key. None of them ever enters a
+target's tuning key, so changing one never invalidates measured costs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tessera._private.registry import Registry, did_you_mean
+from tessera._private.values import parse_bool, parse_int
+from tessera.errors import ConfigError
+
+__all__ = ["EXECUTORS", "RUNTIMES", "FlowOptions", "OptionInfo", "option_infos"]
+
+EXECUTORS: Registry[str] = Registry("executor", ConfigError)
+EXECUTORS.register("graph", "chains the partitions in topological order in one process")
+
+RUNTIMES: Registry[str] = Registry("runtime", ConfigError)
+RUNTIMES.register("python", "in-process runtime handing numpy arrays between partitions")
+
+PARTITIONERS = ("auto", "greedy", "collage")
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    name: str
+    doc: str
+    cache_key: bool
+    parse: Callable[[object], Any]
+
+
+def _option(default: Any, doc: str, *, cache_key: bool, parse: Callable[[object], Any]) -> Any:
+    return field(default=default, metadata={"doc": doc, "cache_key": cache_key, "parse": parse})
+
+
+def _partitioner(value: object) -> str:
+    if not isinstance(value, str) or value not in PARTITIONERS:
+        raise ValueError(
+            f"{value!r} is not one of {', '.join(PARTITIONERS)}"
+            + did_you_mean(str(value), list(PARTITIONERS))
+        )
+    return value
+
+
+def _positive_int(value: object) -> int:
+    number = parse_int(value)
+    if number < 1:
+        raise ValueError(f"expected an integer >= 1, got {number}")
+    return number
+
+
+@dataclass(frozen=True)
+class FlowOptions:
+    partitioner: str = _option(
+        "auto", "greedy, collage, or auto (collage when more than one backend is configured)",
+        cache_key=True, parse=_partitioner)
+    fallback: bool = _option(
+        True, "place what no backend claims on the device's reference fallback",
+        cache_key=True, parse=parse_bool)
+    min_block_size: int = _option(
+        1, "smallest number of nodes greedy placement gives a backend",
+        cache_key=True, parse=_positive_int)
+    link_params: bool = _option(
+        True, "store weights inside saved artifacts rather than beside them",
+        cache_key=False, parse=parse_bool)
+    verify: bool = _option(
+        False, "run the IR and plan verifiers after every pass (debug mode)",
+        cache_key=False, parse=parse_bool)
+
+    @classmethod
+    def create(cls, values: Mapping[str, object], base: FlowOptions | None = None) -> FlowOptions:
+        infos = {info.name: info for info in option_infos()}
+        changes: dict[str, Any] = {}
+        for raw_name, value in values.items():
+            name = raw_name.replace("-", "_")
+            info = infos.get(name)
+            if info is None:
+                valid = sorted(n.replace("_", "-") for n in infos)
+                raise ConfigError(
+                    f"unknown option {raw_name!r}"
+                    f"{did_you_mean(name.replace('_', '-'), valid)} (valid: {', '.join(valid)})"
+                )
+            try:
+                changes[name] = info.parse(value)
+            except ValueError as err:
+                raise ConfigError(f"bad value for option {raw_name!r}: {err}") from None
+        return dataclasses.replace(base or cls(), **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name.replace("_", "-"): getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def cache_key_items(self) -> dict[str, Any]:
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.metadata["cache_key"]
+        }
+
+
+def option_infos() -> list[OptionInfo]:
+    return [
+        OptionInfo(f.name, f.metadata["doc"], f.metadata["cache_key"], f.metadata["parse"])
+        for f in dataclasses.fields(FlowOptions)
+    ]

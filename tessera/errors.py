@@ -1,0 +1,63 @@
+"""The typed error hierarchy. Every error tessera raises on purpose is a `TesseraError`.
+
+Messages name what is wrong, where, and how to fix it. Value-like errors also derive from
+`ValueError` so that callers catching the standard type keep working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailableError",
+    "CompileError",
+    "ConfigError",
+    "ExecutionError",
+    "InputError",
+    "ModelError",
+    "PartitionError",
+    "RegistryError",
+    "TargetError",
+    "TesseraError",
+]
+
+
+class TesseraError(Exception):
+    """Base of every error tessera raises on purpose."""
+
+
+class RegistryError(TesseraError, KeyError):
+    """An unknown name was looked up in a registry (kinds, tags, backends, ...)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class TargetError(TesseraError, ValueError):
+    """A target string, dict or JSON is malformed or inconsistent."""
+
+
+class ConfigError(TesseraError, ValueError):
+    """A CompilationConfig cannot be built from what was given."""
+
+
+class ModelError(TesseraError, ValueError):
+    """An ONNX model cannot be loaded, checked or used."""
+
+
+class BackendUnavailableError(TesseraError, RuntimeError):
+    """A backend's library is not installed; the message names the pip extra."""
+
+
+class CompileError(TesseraError, RuntimeError):
+    """A backend failed to compile a subgraph."""
+
+
+class ExecutionError(TesseraError, RuntimeError):
+    """A backend failed while running a subgraph."""
+
+
+class InputError(TesseraError, ValueError):
+    """Inputs given to `run` do not match what the model expects."""
+
+
+class PartitionError(TesseraError, RuntimeError):
+    """No valid placement exists for the model under the given config."""

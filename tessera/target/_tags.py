@@ -1,0 +1,97 @@
+"""Target tags: named, realistic target definitions kept as data.
+
+A tag expands to a target dict; ``{"tag": name, ...overrides}`` or ``"name -opt=v"`` adjusts it.
+Composite aliases (seed 004) are tags too: ``ov-cpu`` expands to a host plus its devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from tessera._private.registry import Registry
+from tessera.errors import TargetError
+
+__all__ = ["TAGS", "register_tag"]
+
+TAGS: Registry[Mapping[str, Any]] = Registry("target tag", TargetError)
+
+
+def register_tag(name: str, definition: Mapping[str, Any]) -> None:
+    if "kind" not in definition:
+        raise TargetError(f"tag {name!r} must name a 'kind'")
+    TAGS.register(name, MappingProxyType(dict(definition)))
+
+
+_X86_HOST = {"kind": "cpu", "mtriple": "x86_64-linux-gnu"}
+
+_TAG_DATA: dict[str, dict[str, Any]] = {
+    # NVIDIA GPUs, with the host CPU of the usual server that carries them.
+    "nvidia/h100": {"kind": "cuda", "arch": "sm_90", "max-shared-memory-per-block": 49152,
+                    "max-threads-per-block": 1024, "thread-warp-size": 32,
+                    "registers-per-block": 65536, "l2-cache-size-bytes": 52428800,
+                    "host": {**_X86_HOST, "mcpu": "sapphirerapids"}},
+    "nvidia/a100": {"kind": "cuda", "arch": "sm_80", "max-shared-memory-per-block": 49152,
+                    "max-threads-per-block": 1024, "thread-warp-size": 32,
+                    "registers-per-block": 65536, "l2-cache-size-bytes": 41943040,
+                    "host": {**_X86_HOST, "mcpu": "znver2"}},
+    "nvidia/a10g": {"kind": "cuda", "arch": "sm_86", "max-shared-memory-per-block": 49152,
+                    "max-threads-per-block": 1024, "registers-per-block": 65536,
+                    "l2-cache-size-bytes": 6291456},
+    "nvidia/l4": {"kind": "cuda", "arch": "sm_89", "max-shared-memory-per-block": 49152,
+                  "max-threads-per-block": 1024, "registers-per-block": 65536,
+                  "l2-cache-size-bytes": 50331648},
+    "nvidia/t4": {"kind": "cuda", "arch": "sm_75", "max-shared-memory-per-block": 49152,
+                  "max-threads-per-block": 1024, "registers-per-block": 65536,
+                  "l2-cache-size-bytes": 4194304},
+    "nvidia/v100": {"kind": "cuda", "arch": "sm_70", "max-shared-memory-per-block": 49152,
+                    "max-threads-per-block": 1024, "registers-per-block": 65536,
+                    "l2-cache-size-bytes": 6291456},
+    "nvidia/rtx-4090": {"kind": "cuda", "arch": "sm_89", "max-shared-memory-per-block": 49152,
+                        "max-threads-per-block": 1024, "registers-per-block": 65536,
+                        "l2-cache-size-bytes": 75497472},
+    "nvidia/jetson-agx-orin": {"kind": "cuda", "arch": "sm_87",
+                               "max-shared-memory-per-block": 49152,
+                               "max-threads-per-block": 1024, "registers-per-block": 65536,
+                               "host": {"kind": "cpu", "mcpu": "cortex-a78ae",
+                                        "mtriple": "aarch64-linux-gnu", "num-cores": 12}},
+    # CPUs.
+    "intel/xeon-8259cl": {"kind": "cpu", "mcpu": "cascadelake", "num-cores": 24,
+                          "mtriple": "x86_64-linux-gnu",
+                          "mattr": ["+avx2", "+fma", "+avx512f", "+avx512bw", "+avx512vnni"]},
+    "intel/xeon-8375c": {"kind": "cpu", "mcpu": "icelake-server", "num-cores": 32,
+                         "mtriple": "x86_64-linux-gnu",
+                         "mattr": ["+avx2", "+fma", "+avx512f", "+avx512bw", "+avx512vnni"]},
+    "intel/core-i7-1185g7": {"kind": "cpu", "mcpu": "tigerlake", "num-cores": 4,
+                             "mtriple": "x86_64-linux-gnu", "mattr": ["+avx2", "+fma"]},
+    "amd/epyc-7r13": {"kind": "cpu", "mcpu": "znver3", "num-cores": 48,
+                      "mtriple": "x86_64-linux-gnu", "mattr": ["+avx2", "+fma"]},
+    "arm/graviton3": {"kind": "cpu", "mcpu": "neoverse-v1", "num-cores": 64,
+                      "mtriple": "aarch64-linux-gnu", "mattr": ["+neon", "+sve", "+bf16"]},
+    "raspberry-pi/4b": {"kind": "cpu", "mcpu": "cortex-a72", "num-cores": 4,
+                        "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]},
+    # Cloud instances.
+    "aws/c5.2xlarge": {"kind": "cpu", "mcpu": "skylake-avx512", "num-cores": 4,
+                       "mtriple": "x86_64-linux-gnu",
+                       "mattr": ["+avx2", "+fma", "+avx512f", "+avx512bw"]},
+    "aws/c6i.2xlarge": {"kind": "cpu", "mcpu": "icelake-server", "num-cores": 4,
+                        "mtriple": "x86_64-linux-gnu",
+                        "mattr": ["+avx2", "+fma", "+avx512f", "+avx512bw", "+avx512vnni"]},
+    "aws/g5.xlarge": {"kind": "cuda", "arch": "sm_86", "max-threads-per-block": 1024,
+                      "max-shared-memory-per-block": 49152, "registers-per-block": 65536,
+                      "host": {**_X86_HOST, "mcpu": "znver2", "num-cores": 2}},
+    "aws/p4d.24xlarge": {"kind": "cuda", "arch": "sm_80", "max-threads-per-block": 1024,
+                         "max-shared-memory-per-block": 49152, "registers-per-block": 65536,
+                         "host": {**_X86_HOST, "mcpu": "cascadelake", "num-cores": 48}},
+    # Composite aliases: a host and its devices in priority order (seed 004).
+    "ov-cpu": {"kind": "composite", "host": {"kind": "cpu"}, "devices": ["openvino", "cpu"]},
+    "ort-cpu": {"kind": "composite", "host": {"kind": "cpu"}, "devices": ["onnxruntime", "cpu"]},
+    "ort-cuda": {"kind": "composite", "host": {"kind": "cpu"},
+                 "devices": ["onnxruntime -device=cuda", "cuda"]},
+    "cpu-all": {"kind": "composite", "host": {"kind": "cpu"},
+                "devices": ["openvino", "onnxruntime", "torch", "cpu"]},
+}
+
+for _name, _definition in _TAG_DATA.items():
+    register_tag(_name, _definition)
