@@ -11,13 +11,13 @@ from tessera.errors import RegistryError, TesseraError
 T = TypeVar("T")
 
 
-def did_you_mean(name: str, choices: list[str]) -> str:
-    """A ' did you mean ...?' suffix, or '' when nothing is close."""
+def did_you_mean(name: str, choices: list[str], prefix: str = "") -> str:
+    """A '; did you mean ...?' suffix, or '' when nothing is close."""
     close = difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
     if not close:
         lowered = {c.lower(): c for c in choices}
         close = [lowered[name.lower()]] if name.lower() in lowered else []
-    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"; did you mean {' or '.join(repr(prefix + c) for c in close)}?" if close else ""
 
 
 class Registry(Generic[T]):

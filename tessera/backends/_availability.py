@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 from collections.abc import Callable
@@ -17,11 +18,7 @@ def library_availability(
     how = f"pip install 'tessera[{extra}]'" if extra else f"pip install {dists[0]}"
 
     def check() -> Availability:
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
+        if not _module_exists(module):
             return Availability(
                 False, f"{module} is not installed; install it with: {how}"
             )
@@ -34,3 +31,17 @@ def library_availability(
         return Availability(True, f"{module} (version unknown)")
 
     return check
+
+
+def _module_exists(module: str) -> bool:
+    """Like find_spec, but a dotted name does not import its parent packages."""
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    for part in rest:
+        if spec is None or not spec.submodule_search_locations:
+            return False
+        spec = importlib.machinery.PathFinder.find_spec(part, list(spec.submodule_search_locations))
+    return spec is not None

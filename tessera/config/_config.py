@@ -322,7 +322,10 @@ def _str_or_none(value: Mapping[Any, Any], key: str) -> str | None:
 def _split_cli(text: str) -> list[str]:
     names = sorted(KINDS.names() + TAGS.names()
                    + [a for n in KINDS.names() for a in KINDS.aliases_of(n)], key=len, reverse=True)
-    starts = re.compile(r"\s*(?:" + "|".join(re.escape(n) for n in names) + r")(?=[\s,]|$)")
+    # A comma starts a new target only before a kind, tag or alias (so `-mattr=+a,+b` keeps
+    # its commas), or before another comma or the end (an empty item, reported below).
+    alternatives = "|".join(re.escape(n) for n in names)
+    starts = re.compile(r"\s*(?:(?:" + alternatives + r")(?=[\s,]|$)|(?=,|$))")
     parts = [p.strip() for p in split_top_level(text, ",", starts)]
     if any(not p for p in parts):
         raise ConfigError(f"empty target in the list {text!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,7 +102,7 @@ class TargetKind:
         if spec is None:
             where = f" in {context!r}" if context else ""
             valid = ", ".join(f"-{a.name}" for a in self.attrs)
-            hint = did_you_mean(name, [a.name for a in self.attrs]).replace("'", "'-", 1)
+            hint = did_you_mean(name, [a.name for a in self.attrs], prefix="-")
             raise TargetError(
                 f"unknown option '-{name}' for target kind {self.name!r}{where}{hint}"
                 f" (valid options: {valid})"
@@ -120,6 +121,8 @@ class TargetKind:
     def __repr__(self) -> str:
         return f"TargetKind({self.name!r})"
 
+
+_ATTR_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 
 KINDS: Registry[TargetKind] = Registry("target kind", TargetError)
 
@@ -167,9 +170,12 @@ def register_kind(
         canonicalizer=canonicalizer,
         availability=availability or _always_available,
     )
-    names = {a.name for a in kind.attrs}
-    if len(names) != len(kind.attrs) or names & {"kind", "host", "tag"}:
+    names = [a.name for a in kind.attrs]
+    if len(set(names)) != len(names) or set(names) & {"kind", "host", "tag"}:
         raise TargetError(f"target kind {name!r} declares a duplicate or reserved attribute")
+    bad = [n for n in names if not _ATTR_NAME.fullmatch(n)]
+    if bad:
+        raise TargetError(f"target kind {name!r}: attribute names {bad} must be lower-case-dashed")
     return KINDS.register(name, kind, aliases=aliases)
 
 

@@ -139,7 +139,9 @@ class Target:
 
     # -- functional updates --------------------------------------------------------------
     def with_host(self, host: TargetLike | None) -> Target:
-        return Target._make(self.kind, dict(self.attr_items), _coerce_host(host), self.tag)
+        return Target._make(
+            self.kind, dict(self.attr_items), _coerce_host(host, str(self)), self.tag
+        )
 
     def without_host(self) -> Target:
         return Target._make(self.kind, dict(self.attr_items), None, self.tag)
@@ -255,13 +257,13 @@ def _coerce_target(value: object) -> Target:
     return value if isinstance(value, Target) else _build(value)
 
 
-def _coerce_host(value: object) -> Target | None:
+def _coerce_host(value: object, context: str) -> Target | None:
     if value is None:
         return None
     host = _coerce_target(value)
     if host.is_external_codegen or host.kind.is_composite:
         raise TargetError(
-            f"the host must be a device target such as 'cpu', not {str(host)!r}"
+            f"the host must be a device target such as 'cpu', not {str(host)!r} (in {context!r})"
         )
     return host.without_host()  # hosts do not nest
 
@@ -405,7 +407,7 @@ def _assemble(
             values = kind.canonicalizer(values)
         except TargetError as err:
             raise TargetError(f"{err} (in {context!r})") from None
-    return Target._make(kind, values, _coerce_host(host_raw), tag)
+    return Target._make(kind, values, _coerce_host(host_raw, context), tag)
 
 
 def _coerce(spec: AttrSpec, raw: object, kind: TargetKind, context: str) -> Any:

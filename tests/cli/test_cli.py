@@ -1,0 +1,89 @@
+"""The CLI: golden output for target and config commands; bad input exits 2 in one line."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tessera.cli import cli
+from tessera.target import KINDS, TAGS
+
+GOLDEN = Path(__file__).parent.parent / "golden"
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), env={"COLUMNS": "110"})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("TESSERA_UPDATE_GOLDEN"):
+        path.write_text(text)
+    expected = path.read_text()
+    assert text == expected, f"output differs from {path}; rerun with TESSERA_UPDATE_GOLDEN=1"
+
+
+@pytest.mark.parametrize(("golden", "args"), [
+    ("target_show_a100.txt", ["target", "show", "nvidia/a100 -max-threads-per-block=512"]),
+    ("target_show_ort.txt", ["target", "show", "ort -opt-level=basic -num-threads 2"]),
+    ("config_show.txt", ["config", "show", "-t", "openvino,onnxruntime,cpu -mcpu=skylake",
+                         "--target-onnxruntime-num-threads=2", "-o", "fallback=off"]),
+    ("config_show_json.txt", ["config", "show", "-t", "ov-cpu", "--host", "cpu -mcpu=skylake",
+                              "--json"]),
+])
+def test_golden_output(golden: str, args: list[str]) -> None:
+    code, out, err = run(*args)
+    assert code == 0, err
+    check_golden(golden, out)
+
+
+def test_config_show_json_parses_back() -> None:
+    from tessera import CompilationConfig
+
+    code, out, _ = run("config", "show", "-t", "openvino,cpu", "--json")
+    assert code == 0
+    assert CompilationConfig.from_json(out) == CompilationConfig.create("openvino,cpu")
+
+
+def test_targets_lists_kinds_availability_attributes_and_tags() -> None:
+    code, out, _ = run("targets")
+    assert code == 0
+    for name in KINDS.names():
+        assert name in out
+    for tag in TAGS.names():
+        assert tag in out
+    assert "-max-threads-per-block" in out and "sm_80" in out
+    code, out, _ = run("targets", "--json")
+    data = json.loads(out)
+    by_name = {k["name"]: k for k in data["kinds"]}
+    assert by_name["onnxruntime"]["available"] is True
+    assert by_name["tensorrt"]["available"] is False
+    assert by_name["openvino"]["attrs"]["precision"]["choices"] == ["f32", "bf16", "f16"]
+    assert by_name["cpu"]["aliases"] == ["llvm"]
+    assert data["tags"]["aws/c5.2xlarge"].startswith("cpu -mcpu=skylake-avx512")
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["target", "show", "cuda -arch=sm80"], "not a CUDA compute capability"),
+    (["target", "show", ""], "empty target string"),
+    (["target", "show", "openvino -device=cuda"], "cannot serve device 'cuda'"),
+    (["config", "show", "-t", "cpu,cpu"], "listed twice"),
+    (["config", "show", "-t", "cpu", "-o", "fallbak=on"], "did you mean 'fallback'"),
+    (["config", "show", "-t", "cpu", "--target-openvino-num-threads=2"], "no such target"),
+    (["config", "show", "-t", "cpu", "--target-nope-x=2"], "names no known target kind"),
+    (["config", "show", "-t", "cpu", "--executor", "vmm"], "unknown executor 'vmm'"),
+    (["config", "show", "-t", "cpu", "--bogus"], "unexpected argument '--bogus'"),
+])
+def test_bad_input_exits_2_with_one_line(args: list[str], fragment: str) -> None:
+    code, _out, err = run(*args)
+    assert code == 2
+    assert err.startswith("error: ") and fragment in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_verbose_shows_the_trace() -> None:
+    code, _, err = run("--verbose", "target", "show", "cuda -arch=sm80")
+    assert code == 2 and "Traceback" in err and "TargetError" in err
