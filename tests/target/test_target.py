@@ -1,6 +1,7 @@
 """Target semantics: value behaviour, host, keys, context, relations, tuning key, tags."""
 
 import dataclasses
+import importlib.util
 import json
 import subprocess
 import sys
@@ -192,5 +193,6 @@ def test_availability_does_not_import_libraries() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
     assert KINDS.get("onnxruntime").is_available().ok
-    assert not KINDS.get("tensorrt").is_available().ok
-    assert "pip install" in KINDS.get("tensorrt").is_available().reason
+    if importlib.util.find_spec("tensorrt") is None:  # CI and CPU machines
+        assert not KINDS.get("tensorrt").is_available().ok
+        assert "pip install tensorrt" in KINDS.get("tensorrt").is_available().reason
