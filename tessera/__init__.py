@@ -15,4 +15,21 @@ from tessera.target import Target, TargetKind
 
 __version__ = "0.1.0"
 
-__all__ = ["CompilationConfig", "Target", "TargetKind", "__version__", "backends", "errors"]
+__all__ = [
+    "CompilationConfig",
+    "Target",
+    "TargetKind",
+    "__version__",
+    "backends",
+    "errors",
+    "load_model",
+]
+
+
+def __getattr__(name: str) -> object:
+    # The model layer imports onnx; load it on first use so `import tessera` stays light.
+    if name == "load_model":
+        from tessera.ir import load_model
+
+        return load_model
+    raise AttributeError(f"module 'tessera' has no attribute {name!r}")

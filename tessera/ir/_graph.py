@@ -1,0 +1,234 @@
+"""A dataflow view over an ONNX graph: topological order, index sets, convexity, dominators.
+
+Node sets are Python ints used as bitsets over topological indices: hashable, cheap to union,
+and iterated in index order, so graph code never depends on set iteration order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnx
+
+NodeSet = int
+
+
+def bits(indices: Iterable[int]) -> NodeSet:
+    mask = 0
+    for i in indices:
+        mask |= 1 << i
+    return mask
+
+
+def members(mask: NodeSet) -> Iterator[int]:
+    """Indices in a bitset, ascending."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+@dataclass(frozen=True)
+class ValueType:
+    elem_type: int  # onnx.TensorProto data type; 0 when unknown
+    shape: tuple[int | str | None, ...] | None  # None: unknown rank
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+
+def subgraph_inputs(node: onnx.NodeProto) -> list[str]:
+    """Names a node reads: its inputs plus outer-scope names used inside its subgraphs."""
+    names = [n for n in node.input if n]
+    for attr in node.attribute:
+        for graph in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
+            names += _outer_names(graph)
+    return list(dict.fromkeys(names))
+
+
+def _outer_names(graph: onnx.GraphProto) -> list[str]:
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    used: list[str] = []
+    for node in graph.node:
+        used += [n for n in subgraph_inputs(node) if n not in defined]
+        defined.update(node.output)
+    return used
+
+
+class DataflowGraph:
+    """Nodes in a deterministic topological order (ties broken by file order), with their
+    producers and consumers as index lists."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.graph = graph
+        raw = list(graph.node)
+        made = {out: i for i, node in enumerate(raw) for out in node.output if out}
+        preds = [sorted({made[n] for n in subgraph_inputs(node) if n in made}) for node in raw]
+        order = _topological(preds)
+        position = {old: new for new, old in enumerate(order)}
+        self.nodes: list[onnx.NodeProto] = [raw[i] for i in order]
+        self.producers: list[list[int]] = [sorted(position[p] for p in preds[i]) for i in order]
+        self.consumers: list[list[int]] = [[] for _ in self.nodes]
+        for i, plist in enumerate(self.producers):
+            for p in plist:
+                self.consumers[p].append(i)
+        self.producer_of: dict[str, int] = {
+            out: i for i, node in enumerate(self.nodes) for out in node.output if out
+        }
+        self.initializers: dict[str, onnx.TensorProto] = {t.name: t for t in graph.initializer}
+        self.graph_inputs = [v.name for v in graph.input if v.name not in self.initializers]
+        self.graph_outputs = [v.name for v in graph.output]
+        self.names = [node.name or f"{node.op_type}_{i}" for i, node in enumerate(self.nodes)]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @cached_property
+    def value_types(self) -> dict[str, ValueType]:
+        types: dict[str, ValueType] = {}
+        for value in (*self.graph.input, *self.graph.value_info, *self.graph.output):
+            types[value.name] = _value_type(value)
+        for tensor in self.graph.initializer:
+            types.setdefault(tensor.name, ValueType(tensor.data_type, tuple(tensor.dims)))
+        return types
+
+    @cached_property
+    def value_consumers(self) -> dict[str, list[int]]:
+        uses: dict[str, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            for name in subgraph_inputs(node):
+                uses.setdefault(name, []).append(i)
+        return uses
+
+    @cached_property
+    def descendants(self) -> list[NodeSet]:
+        """For each node, the bitset of nodes reachable from it (itself excluded)."""
+        reach = [0] * len(self.nodes)
+        for i in reversed(range(len(self.nodes))):
+            mask = 0
+            for c in self.consumers[i]:
+                mask |= (1 << c) | reach[c]
+            reach[i] = mask
+        return reach
+
+    def all_nodes(self) -> NodeSet:
+        return (1 << len(self.nodes)) - 1
+
+    def is_convex(self, mask: NodeSet) -> bool:
+        """No path leaves the set and comes back into it."""
+        desc = self.descendants
+        for i in members(mask):
+            for c in self.consumers[i]:
+                if not mask >> c & 1 and desc[c] & mask:
+                    return False
+        return True
+
+    def is_connected(self, mask: NodeSet) -> bool:
+        """Weakly connected within the set."""
+        if not mask:
+            return True
+        start = next(members(mask))
+        seen, stack = 1 << start, [start]
+        while stack:
+            i = stack.pop()
+            for j in (*self.producers[i], *self.consumers[i]):
+                if mask >> j & 1 and not seen >> j & 1:
+                    seen |= 1 << j
+                    stack.append(j)
+        return seen == mask
+
+    def immediate_dominators(self) -> list[int]:
+        """idom of each node over the DAG from a virtual source feeding every root (-1).
+        Topological indices make it one pass: a dominator always has a smaller index."""
+        idom = [-1] * len(self.nodes)
+        for i, preds in enumerate(self.producers):
+            if not preds:
+                continue
+            dom = preds[0]
+            for p in preds[1:]:
+                dom = _intersect(dom, p, idom)
+            idom[i] = dom
+        return idom
+
+    def dominates(self, a: int, b: int) -> bool:
+        idom = self.immediate_dominators()
+        while b > a:
+            b = idom[b]
+        return a == b
+
+    def boundary(self, mask: NodeSet) -> tuple[list[str], list[str]]:
+        """(inputs, outputs) of a node set: values read from outside (weights excluded) in
+        first-use order, and values used outside or by the graph, in production order."""
+        inputs: list[str] = []
+        outputs: list[str] = []
+        graph_outputs = set(self.graph_outputs)
+        inside: set[str] = set()
+        for i in members(mask):
+            node = self.nodes[i]
+            for name in subgraph_inputs(node):
+                if name not in inside and name not in self.initializers and name not in inputs:
+                    inputs.append(name)
+            inside.update(o for o in node.output if o)
+        for i in members(mask):
+            for out in self.nodes[i].output:
+                if not out:
+                    continue
+                users = self.value_consumers.get(out, [])
+                if out in graph_outputs or any(not mask >> u & 1 for u in users):
+                    outputs.append(out)
+        return inputs, outputs
+
+
+def _topological(preds: list[list[int]]) -> list[int]:
+    succ: list[list[int]] = [[] for _ in preds]
+    indegree = [len(p) for p in preds]
+    for i, plist in enumerate(preds):
+        for p in plist:
+            succ[p].append(i)
+    heap = [i for i, d in enumerate(indegree) if d == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        i = heapq.heappop(heap)
+        order.append(i)
+        for j in succ[i]:
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                heapq.heappush(heap, j)
+    if len(order) != len(preds):
+        from tessera.errors import ModelError
+
+        raise ModelError("the graph has a cycle")
+    return order
+
+
+def _intersect(a: int, b: int, idom: list[int]) -> int:
+    while a != b:
+        if a == -1 or b == -1:
+            return -1
+        if a > b:
+            a = idom[a]
+        else:
+            b = idom[b]
+    return a
+
+
+def _value_type(value: onnx.ValueInfoProto) -> ValueType:
+    if not value.type.HasField("tensor_type"):
+        return ValueType(0, None)
+    tensor = value.type.tensor_type
+    if not tensor.HasField("shape"):
+        return ValueType(tensor.elem_type, None)
+    dims: list[int | str | None] = []
+    for d in tensor.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(d.dim_value)
+        else:
+            dims.append(d.dim_param or None)
+    return ValueType(tensor.elem_type, tuple(dims))

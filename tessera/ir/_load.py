@@ -1,0 +1,175 @@
+"""Load an ONNX model: read, guard external data, detect cycles, check, infer shapes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tessera.errors import ModelError
+
+if TYPE_CHECKING:
+    import onnx
+
+MIN_OPSET = 7
+
+
+def read_model(source: Any) -> tuple[onnx.ModelProto, Path | None]:
+    """A ModelProto from a path, bytes or ModelProto, and the directory external data may use."""
+    import onnx
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
+    if isinstance(source, onnx.ModelProto):
+        return source, None
+    if isinstance(source, bytes | bytearray | memoryview):
+        data, base = bytes(source), None
+    elif isinstance(source, str | os.PathLike):
+        path = Path(source)
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise ModelError(f"cannot read model file {str(path)!r}: {err.strerror}") from None
+        base = path.resolve().parent
+    else:
+        raise ModelError(
+            f"cannot load a model from {type(source).__name__}; pass a path, bytes or ModelProto"
+        )
+    if not data:
+        raise ModelError("the model is empty (0 bytes)")
+    try:
+        model = onnx.load_model_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as err:
+        raise ModelError(
+            f"the model is unreadable or truncated (not a valid ONNX protobuf): {err}"
+        ) from None
+    if not model.HasField("graph"):
+        raise ModelError("the model has no graph; the file is not an ONNX model or is truncated")
+    return model, base
+
+
+def load_external_data(model: onnx.ModelProto, base: Path | None) -> None:
+    """Load external tensors, refusing locations that leave the model's directory."""
+    import onnx
+    from onnx.external_data_helper import _get_all_tensors, load_external_data_for_tensor
+
+    for tensor in _get_all_tensors(model):
+        if tensor.data_location != 1:  # onnx.TensorProto.EXTERNAL
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = info.get("location", "")
+        if base is None:
+            raise ModelError(
+                f"tensor {tensor.name!r} stores its data in {location!r}, but the model was not "
+                "loaded from a file; load it from its path"
+            )
+        target = (base / location).resolve()
+        if not location or os.path.isabs(location) or not target.is_relative_to(base):
+            raise ModelError(
+                f"tensor {tensor.name!r} points its external data at {location!r}, outside the "
+                f"model's directory {str(base)!r}; refusing to read it"
+            )
+        if not target.is_file():
+            raise ModelError(
+                f"external data file {location!r} of tensor {tensor.name!r} is missing"
+            )
+        try:
+            load_external_data_for_tensor(tensor, str(base))
+        except (OSError, ValueError) as err:
+            raise ModelError(
+                f"cannot read external data of tensor {tensor.name!r}: {err}"
+            ) from None
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+
+
+def check_opset(model: onnx.ModelProto) -> int:
+    import onnx
+
+    newest = onnx.defs.onnx_opset_version()
+    versions = {op.domain: op.version for op in model.opset_import}
+    version = versions.get("", versions.get("ai.onnx"))
+    if version is None:
+        raise ModelError("the model imports no default ('ai.onnx') opset")
+    if not MIN_OPSET <= version <= newest:
+        raise ModelError(
+            f"unsupported opset {version}: tessera supports ai.onnx opsets {MIN_OPSET} to "
+            f"{newest}; convert the model with onnx.version_converter"
+        )
+    return int(version)
+
+
+def check_acyclic(model: onnx.ModelProto) -> None:
+    """Reject cycles before the checker, which only says 'not topologically sorted'."""
+    nodes = list(model.graph.node)
+    produced = {out: i for i, node in enumerate(nodes) for out in node.output if out}
+    succ: list[list[int]] = [[] for _ in nodes]
+    indegree = [0] * len(nodes)
+    for i, node in enumerate(nodes):
+        for name in dict.fromkeys(n for n in node.input if n in produced):
+            succ[produced[name]].append(i)
+            indegree[i] += 1
+    ready = [i for i, d in enumerate(indegree) if d == 0]
+    seen = 0
+    while ready:
+        i = ready.pop()
+        seen += 1
+        for j in succ[i]:
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                ready.append(j)
+    if seen != len(nodes):
+        stuck = [nodes[i].name or f"#{i} {nodes[i].op_type}" for i, d in enumerate(indegree) if d]
+        raise ModelError(f"the graph has a cycle through nodes {stuck[:8]}")
+
+
+def set_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> None:
+    inputs = {value.name: value for value in model.graph.input}
+    del model.graph.value_info[:]  # inferred for the old shapes; inference redoes it
+    for name, dims in shapes.items():
+        if name not in inputs:
+            raise ModelError(f"--input-shape names {name!r}, which is not a model input "
+                             f"(inputs: {', '.join(inputs)})")
+        shape = inputs[name].type.tensor_type.shape
+        if shape.dim and len(shape.dim) != len(dims):
+            raise ModelError(f"input {name!r} has rank {len(shape.dim)}, but --input-shape gives "
+                             f"{len(dims)} dims")
+        del shape.dim[:]
+        for size in dims:
+            if int(size) < 0:
+                raise ModelError(f"input {name!r}: dimension {size} is negative")
+            shape.dim.add().dim_value = int(size)
+
+
+def check_static_inputs(model: onnx.ModelProto) -> None:
+    initializers = {t.name for t in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name in initializers or not value.type.HasField("tensor_type"):
+            continue
+        shape = value.type.tensor_type.shape
+        dynamic = [d.dim_param or "?" for d in shape.dim if not d.HasField("dim_value")]
+        if dynamic or not value.type.tensor_type.HasField("shape"):
+            example = ",".join(str(d.dim_value) if d.HasField("dim_value") else "1"
+                               for d in shape.dim)
+            raise ModelError(
+                f"input {value.name!r} has a dynamic shape ({', '.join(dynamic) or 'unknown'}); "
+                f"fix it with --input-shape {value.name}={example}"
+            )
+
+
+def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    import onnx
+
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as err:
+        raise ModelError(f"the model fails onnx.checker: {_first_lines(str(err))}") from None
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True,
+                                                 data_prop=True)
+    except (onnx.shape_inference.InferenceError, RuntimeError) as err:
+        raise ModelError(f"shape inference failed: {_first_lines(str(err))}") from None
+
+
+def _first_lines(text: str) -> str:
+    return " ".join(line.strip() for line in text.strip().splitlines()[:4])

@@ -1,0 +1,228 @@
+"""`Model`: a checked, shape-inferred ONNX model, its dataflow view, and submodel extraction."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from tessera.errors import ModelError
+from tessera.ir import _load
+from tessera.ir._graph import DataflowGraph, NodeSet, bits, members
+
+if TYPE_CHECKING:
+    import onnx
+
+# Integer constants up to this size are structure (shapes, axes), not weights: they are hashed.
+_STRUCTURAL_CONSTANT_LIMIT = 64
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """A loaded model. `proto` is checked and shape-inferred; `dataflow` indexes its nodes."""
+
+    proto: onnx.ModelProto
+    opset: int
+
+    @cached_property
+    def dataflow(self) -> DataflowGraph:
+        return DataflowGraph(self.proto.graph)
+
+    @cached_property
+    def ir(self) -> Any:
+        """The model as an onnx-ir Model (loaded on first use)."""
+        import onnx_ir
+
+        return onnx_ir.serde.deserialize_model(self.proto)
+
+    @property
+    def input_names(self) -> list[str]:
+        return self.dataflow.graph_inputs
+
+    @property
+    def output_names(self) -> list[str]:
+        return self.dataflow.graph_outputs
+
+    def node_set(self, names_or_indices: Iterable[str | int]) -> NodeSet:
+        index = {name: i for i, name in enumerate(self.dataflow.names)}
+        picked = []
+        for item in names_or_indices:
+            if isinstance(item, int):
+                picked.append(item)
+            elif item in index:
+                picked.append(index[item])
+            else:
+                raise ModelError(f"no node named {item!r} in the model")
+        return bits(picked)
+
+    def extract(self, mask: NodeSet) -> onnx.ModelProto:
+        return extract_submodel(self, mask)
+
+    def structural_hash(self, mask: NodeSet | None = None) -> str:
+        return structural_hash(self, self.dataflow.all_nodes() if mask is None else mask)
+
+
+def load_model(
+    source: Any,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    *,
+    require_static: bool = True,
+) -> Model:
+    """Load from a path, bytes or ModelProto; check it and infer shapes. Every problem is a
+    `ModelError` naming the cause."""
+    import onnx
+
+    proto, base = _load.read_model(source)
+    proto = _copy(proto, onnx) if not isinstance(source, bytes | str) else proto
+    _load.load_external_data(proto, base)
+    opset = _load.check_opset(proto)
+    _load.check_acyclic(proto)
+    if input_shapes:
+        _load.set_input_shapes(proto, input_shapes)
+    if require_static:
+        _load.check_static_inputs(proto)
+    return Model(_load.check_and_infer(proto), opset)
+
+
+def _copy(proto: onnx.ModelProto, onnx_module: Any) -> onnx.ModelProto:
+    copy: onnx.ModelProto = onnx_module.ModelProto()
+    copy.CopyFrom(proto)
+    return copy
+
+
+def extract_submodel(model: Model, mask: NodeSet) -> onnx.ModelProto:
+    """A standalone, valid ONNX model computing the nodes in `mask` (which must be convex),
+    with original value names, the initializers it uses and the model's opset imports."""
+    import onnx
+
+    flow = model.dataflow
+    if not mask:
+        raise ModelError("cannot extract an empty node set")
+    if not flow.is_convex(mask):
+        raise ModelError(f"nodes {_names(flow, mask)} are not convex: a path leaves and re-enters")
+    inputs, outputs = flow.boundary(mask)
+    nodes = [flow.nodes[i] for i in members(mask)]
+    used = {n for node in nodes for n in _reads(node)}
+    types = flow.value_types
+    graph = onnx.helper.make_graph(
+        nodes,
+        f"{model.proto.graph.name or 'graph'}_part",
+        [_value_info(name, types) for name in inputs],
+        [_value_info(name, types) for name in outputs],
+        initializer=[t for name, t in flow.initializers.items() if name in used],
+        value_info=[
+            _value_info(o, types) for node in nodes for o in node.output
+            if o and o in types and o not in outputs
+        ],
+    )
+    sub = onnx.helper.make_model(
+        graph, opset_imports=list(model.proto.opset_import), ir_version=model.proto.ir_version,
+        producer_name="tessera",
+    )
+    domains = {node.domain for node in nodes}
+    sub.functions.extend(f for f in model.proto.functions if f.domain in domains)
+    return sub
+
+
+def _reads(node: onnx.NodeProto) -> list[str]:
+    from tessera.ir._graph import subgraph_inputs
+
+    return subgraph_inputs(node)
+
+
+def _value_info(name: str, types: Mapping[str, Any]) -> onnx.ValueInfoProto:
+    import onnx
+
+    value_type = types.get(name)
+    if value_type is None or value_type.shape is None:
+        return onnx.helper.make_tensor_value_info(
+            name, value_type.elem_type if value_type else 0, None
+        )
+    return onnx.helper.make_tensor_value_info(name, value_type.elem_type, list(value_type.shape))
+
+
+def _names(flow: DataflowGraph, mask: NodeSet) -> list[str]:
+    return [flow.names[i] for i in members(mask)][:8]
+
+
+def structural_hash(model: Model, mask: NodeSet) -> str:
+    """Digest of ops, attributes, boundary and intermediate types, and topology; value names
+    and weight values are left out, so equal structures share cost records."""
+    flow = model.dataflow
+    types = flow.value_types
+    inputs, outputs = flow.boundary(mask)
+    local: dict[str, Any] = {name: ["in", k] for k, name in enumerate(inputs)}
+    records = []
+    for position, i in enumerate(members(mask)):
+        node = flow.nodes[i]
+        refs: list[Any] = []
+        for name in node.input:
+            if not name:
+                refs.append(None)
+            elif name in local:
+                refs.append(local[name])
+            elif name in flow.initializers:
+                tensor = flow.initializers[name]
+                refs.append(["w", tensor.data_type, list(tensor.dims)])
+            else:
+                refs.append(["outer", _type_record(types.get(name))])
+        records.append({
+            "op": [node.domain, node.op_type],
+            "attrs": [_attr_record(a) for a in sorted(node.attribute, key=lambda a: a.name)],
+            "in": refs,
+            "out": [_type_record(types.get(o)) if o else None for o in node.output],
+        })
+        for slot, out in enumerate(node.output):
+            if out:
+                local[out] = ["n", position, slot]
+    payload = {
+        "opset": model.opset,
+        "inputs": [_type_record(types.get(n)) for n in inputs],
+        "nodes": records,
+        "outputs": [local[n] for n in outputs],
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _type_record(value_type: Any) -> Any:
+    if value_type is None:
+        return None
+    return [value_type.elem_type, None if value_type.shape is None else list(value_type.shape)]
+
+
+def _attr_record(attr: onnx.AttributeProto) -> Any:
+    import onnx
+
+    if attr.type == onnx.AttributeProto.TENSOR:
+        return [attr.name, "t", _tensor_record(attr.t)]
+    if attr.type == onnx.AttributeProto.GRAPH:
+        return [attr.name, "g", _graph_record(attr.g)]
+    if attr.type == onnx.AttributeProto.GRAPHS:
+        return [attr.name, "gs", [_graph_record(g) for g in attr.graphs]]
+    value = onnx.helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    elif isinstance(value, list):
+        value = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value]
+    return [attr.name, value]
+
+
+def _tensor_record(tensor: onnx.TensorProto) -> Any:
+    import numpy as np
+    import onnx.numpy_helper
+
+    size = int(np.prod(tensor.dims)) if tensor.dims else 1
+    if size <= _STRUCTURAL_CONSTANT_LIMIT and tensor.data_type in _INT_TYPES:
+        return [tensor.data_type, list(tensor.dims), onnx.numpy_helper.to_array(tensor).tolist()]
+    return [tensor.data_type, list(tensor.dims)]
+
+
+def _graph_record(graph: onnx.GraphProto) -> Any:
+    return [[n.domain, n.op_type, [_attr_record(a) for a in n.attribute]] for n in graph.node]
+
+
+_INT_TYPES = frozenset({2, 3, 4, 5, 6, 7, 9, 12, 13})  # uint8..int64, bool, uint32, uint64

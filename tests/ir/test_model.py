@@ -1,0 +1,199 @@
+"""The model layer: loading and its errors, dataflow, convexity, extraction, hashing."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from tessera import load_model
+from tessera.errors import ModelError
+from tessera.ir import bits, members
+
+from .models import diamond, mlp, random_dag
+
+
+def test_load_from_path_bytes_and_proto(tmp_path: Path) -> None:
+    proto = mlp()
+    path = tmp_path / "mlp.onnx"
+    onnx.save(proto, path)
+    before = proto.SerializeToString()
+    for source in (path, str(path), path.read_bytes(), proto):
+        model = load_model(source)
+        assert model.input_names == ["x"] and model.output_names == ["y"]
+        assert model.opset == 17
+        assert [n.op_type for n in model.dataflow.nodes] == [
+            "MatMul", "Add", "Relu", "MatMul", "Add", "Softmax"]
+    assert proto.SerializeToString() == before  # the caller's proto is not changed
+
+
+def test_shape_inference_fills_intermediate_types() -> None:
+    types = load_model(mlp()).dataflow.value_types
+    assert types["h2"].shape == (2, 16) and types["h2"].elem_type == TensorProto.FLOAT
+
+
+def test_onnx_ir_view() -> None:
+    ir_model = load_model(mlp()).ir
+    assert [n.op_type for n in ir_model.graph][:2] == ["MatMul", "Add"]
+
+
+@pytest.mark.parametrize(("source", "fragment"), [
+    (b"\x08\x07\x12", "unreadable or truncated"),
+    (bytes(range(256)) * 4, "unreadable or truncated"),
+    (b"", "empty"),
+    (3.5, "cannot load a model from float"),
+])
+def test_unreadable_models(source: object, fragment: str) -> None:
+    with pytest.raises(ModelError, match=fragment):
+        load_model(source)
+
+
+def test_truncated_file_and_missing_file(tmp_path: Path) -> None:
+    data = mlp().SerializeToString()
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelError, match="unreadable or truncated|fails onnx.checker|no graph"):
+        load_model(path)
+    with pytest.raises(ModelError, match="cannot read model file"):
+        load_model(tmp_path / "missing.onnx")
+
+
+def test_checker_failure_names_the_node() -> None:
+    proto = mlp()
+    proto.graph.node[2].op_type = "Rleu"
+    with pytest.raises(ModelError, match="relu"):
+        load_model(proto)
+
+
+def test_unsupported_opset() -> None:
+    proto = mlp()
+    proto.opset_import[0].version = 3
+    with pytest.raises(ModelError, match="unsupported opset 3"):
+        load_model(proto)
+
+
+def test_cycle_is_reported() -> None:
+    nodes = [helper.make_node("Add", ["x", "b"], ["a"], name="first"),
+             helper.make_node("Relu", ["a"], ["b"], name="second")]
+    graph = helper.make_graph(nodes, "cycle",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ModelError, match=r"cycle through nodes \['first', 'second'\]"):
+        load_model(proto)
+
+
+def test_dynamic_input_needs_a_shape() -> None:
+    proto = mlp()
+    proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    proto.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    with pytest.raises(ModelError, match=r"--input-shape x=1,8"):
+        load_model(proto)
+    model = load_model(proto, input_shapes={"x": [5, 8]})
+    assert model.dataflow.value_types["y"].shape == (5, 4)
+    assert load_model(proto, require_static=False).dataflow.value_types["x"].shape == ("batch", 8)
+    with pytest.raises(ModelError, match="not a model input"):
+        load_model(proto, input_shapes={"z": [1]})
+
+
+def test_external_data_outside_the_model_directory_is_refused(tmp_path: Path) -> None:
+    proto = mlp()
+    tensor = proto.graph.initializer[0]
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value="../../etc/passwd")
+    path = tmp_path / "evil.onnx"
+    path.write_bytes(proto.SerializeToString())
+    with pytest.raises(ModelError, match="outside the model's directory"):
+        load_model(path)
+
+
+def test_diamond_convexity_and_dominators() -> None:
+    flow = load_model(diamond()).dataflow
+    a, b, c, d = range(4)
+    assert flow.names == ["a", "b", "c", "d"]
+    assert flow.producers[d] == [b, c] and flow.consumers[a] == [b, c]
+    assert not flow.is_convex(bits([a, d]))
+    assert flow.is_convex(bits([a, b])) and flow.is_convex(bits([b, c]))
+    assert flow.is_convex(bits([a, b, c, d]))
+    assert not flow.is_connected(bits([b, c])) and flow.is_connected(bits([a, b, c]))
+    assert flow.immediate_dominators() == [-1, a, a, a]
+    assert flow.dominates(a, d) and not flow.dominates(b, d)
+
+
+def _reachable(edges: list[tuple[int, int]], start: int) -> set[int]:
+    seen, stack = set(), [start]
+    while stack:
+        i = stack.pop()
+        for p, q in edges:
+            if p == i and q not in seen:
+                seen.add(q)
+                stack.append(q)
+    return seen
+
+
+@given(data=st.data(), n=st.integers(2, 9))
+def test_convexity_matches_brute_force(data: st.DataObject, n: int) -> None:
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    edges = data.draw(st.lists(st.sampled_from(pairs), unique=True, max_size=12))
+    flow = load_model(random_dag(edges, n)).dataflow
+    chosen = data.draw(st.sets(st.integers(0, n - 1), min_size=1))
+    positions = {name: i for i, name in enumerate(flow.names)}
+    members_mask = bits(positions[f"n{j}"] for j in chosen)
+    outside = set(range(n)) - chosen
+    expected = not any(
+        (_reachable(edges, s) & outside) and any(
+            t in _reachable(edges, o) for o in _reachable(edges, s) & outside for t in chosen)
+        for s in chosen)
+    assert flow.is_convex(members_mask) == expected
+
+
+def test_extracted_parts_stitch_back_to_the_original() -> None:
+    model = load_model(mlp())
+    x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
+    (expected,) = ReferenceEvaluator(model.proto).run(None, {"x": x})
+    values = {"x": x}
+    for part in ([0, 1], [2, 3], [4, 5]):
+        sub = model.extract(bits(part))
+        onnx.checker.check_model(sub, full_check=True)
+        names = [v.name for v in sub.graph.input]
+        outputs = ReferenceEvaluator(sub).run(None, {n: values[n] for n in names})
+        values.update(zip([v.name for v in sub.graph.output], outputs, strict=True))
+    np.testing.assert_allclose(values["y"], expected, rtol=1e-6)
+    first = model.extract(bits([0, 1]))
+    assert [v.name for v in first.graph.input] == ["x"]
+    assert [v.name for v in first.graph.output] == ["h1"]
+    assert sorted(t.name for t in first.graph.initializer) == ["b1", "w1"]
+
+
+def test_extract_rejects_non_convex_and_empty_sets() -> None:
+    model = load_model(diamond())
+    with pytest.raises(ModelError, match="not convex"):
+        model.extract(bits([0, 3]))
+    with pytest.raises(ModelError, match="empty"):
+        model.extract(0)
+
+
+def test_structural_hash_ignores_names_and_weights() -> None:
+    a, b = load_model(mlp(seed=0)), load_model(mlp(seed=1, names="other_"))
+    assert a.structural_hash() == b.structural_hash()
+    assert a.structural_hash(bits([0, 1])) == b.structural_hash(bits([0, 1]))
+    assert a.structural_hash(bits([0, 1])) != a.structural_hash(bits([1, 2]))
+    assert load_model(mlp(hidden=32)).structural_hash() != a.structural_hash()
+    # The two MatMul+Add pairs differ in shape, so they hash differently.
+    assert a.structural_hash(bits([0, 1])) != a.structural_hash(bits([3, 4]))
+    assert list(members(bits([3, 1]))) == [1, 3]
+
+
+def test_structural_hash_is_stable_across_processes() -> None:
+    code = ("from tests.ir.models import mlp; from tessera import load_model; "
+            "print(load_model(mlp()).structural_hash())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parents[2])
+    assert out.stdout.strip() == load_model(mlp()).structural_hash()
