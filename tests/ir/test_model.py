@@ -58,7 +58,7 @@ def test_truncated_file_and_missing_file(tmp_path: Path) -> None:
     data = mlp().SerializeToString()
     path = tmp_path / "cut.onnx"
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ModelError, match="unreadable or truncated|fails onnx.checker|no graph"):
+    with pytest.raises(ModelError, match=r"unreadable or truncated|fails onnx.checker|no graph"):
         load_model(path)
     with pytest.raises(ModelError, match="cannot read model file"):
         load_model(tmp_path / "missing.onnx")
