@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 from tessera.backends._availability import library_availability
-from tessera.target import register_kind
+from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
+from tessera.backends._schema import schema_for
+from tessera.target import Target, register_kind
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+    from tessera.ir import ValueType
 
 KIND = register_kind(
     "reference",
@@ -11,3 +23,51 @@ KIND = register_kind(
     doc="onnx.reference.ReferenceEvaluator: slow, complete, the fallback.",
     availability=library_availability("onnx", ("onnx",), "all"),
 )
+
+
+class ReferenceBackend(Backend):
+    """Supports exactly the ops `onnx.reference` implements at the node's schema version."""
+
+    kind = KIND
+
+    def supports(
+        self, node: onnx.NodeProto, opset: int, types: Mapping[str, ValueType] | None = None
+    ) -> Support:
+        from onnx.reference.ops import load_op
+
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        version = opset
+        if not domain:
+            schema = schema_for(node, opset)
+            if schema is None:
+                return Support(False, f"{node.op_type} is not an ONNX op at opset {opset}")
+            version = schema.since_version
+        try:
+            load_op(domain, node.op_type, version)
+        except (NotImplementedError, ValueError, RuntimeError, TypeError) as err:
+            return Support(False, f"onnx.reference does not implement {node.op_type}: "
+                                  f"{str(err).splitlines()[0][:120]}")
+        return Support(True, f"onnx.reference implements {node.op_type}")
+
+    def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
+        from onnx.reference import ReferenceEvaluator
+
+        return _ReferenceCompiled(self.name, submodel, target, ReferenceEvaluator(submodel))
+
+
+class _ReferenceCompiled(Compiled):
+    def __init__(self, backend: str, model: onnx.ModelProto, target: Target, evaluator: Any):
+        super().__init__(backend, model, target)
+        self.evaluator = evaluator
+        self._names = [o.name for o in self.outputs]
+        self._lock = threading.Lock()  # ReferenceEvaluator keeps per-run state
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import numpy as np
+
+        with self._lock:
+            outputs = self.evaluator.run(self._names, feeds)
+        return {n: np.asarray(v) for n, v in zip(self._names, outputs, strict=True)}
+
+
+BACKEND = BACKENDS.register("reference", ReferenceBackend())

@@ -1,0 +1,107 @@
+"""The backend protocol on the real onnxruntime and reference backends."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tessera import backends, load_model
+from tessera.errors import (
+    BackendUnavailableError,
+    CompileError,
+    InputError,
+    RegistryError,
+)
+from tessera.ir import ValueType, bits
+
+from ..ir.models import mlp
+
+
+def test_registry() -> None:
+    assert set(backends.names()) >= {"onnxruntime", "reference"}
+    assert backends.get("ort") is backends.get("onnxruntime")
+    with pytest.raises(BackendUnavailableError, match="no backend implementation"):
+        backends.get("tensorrt")
+    with pytest.raises(RegistryError, match="did you mean 'reference'"):
+        backends.get("refernce")
+
+
+@pytest.mark.parametrize("name", ["onnxruntime", "reference"])
+def test_compiled_submodel_matches_the_reference(name: str) -> None:
+    model = load_model(mlp())
+    sub = model.extract(bits([0, 1, 2]))
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    compiled = backends.get(name).compile(sub)
+    assert [s.name for s in compiled.inputs] == ["x"]
+    assert compiled.inputs[0].dtype == "float32" and compiled.inputs[0].shape == (2, 8)
+    assert [s.name for s in compiled.outputs] == ["h2"]
+    out = compiled.run({"x": x})
+    expected = np.maximum(x @ onnx.numpy_helper.to_array(model.proto.graph.initializer[0])
+                          + onnx.numpy_helper.to_array(model.proto.graph.initializer[1]), 0)
+    np.testing.assert_allclose(out["h2"], expected, rtol=1e-3, atol=1e-4)
+
+
+def test_onnxruntime_honours_target_attributes() -> None:
+    compiled = backends.get("onnxruntime").compile(
+        mlp(), "onnxruntime -num-threads=1 -opt-level=basic -spinning")
+    options = compiled.session.get_session_options()  # type: ignore[attr-defined]
+    assert options.intra_op_num_threads == 1
+    assert str(options.graph_optimization_level).endswith("ORT_ENABLE_BASIC")
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+    default = backends.get("onnxruntime").compile(mlp())
+    opts = default.session.get_session_options()  # type: ignore[attr-defined]
+    assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+def test_compile_rejects_a_target_of_another_kind() -> None:
+    with pytest.raises(CompileError, match="cannot compile for target 'openvino'"):
+        backends.get("onnxruntime").compile(mlp(), "openvino")
+
+
+def test_supports_gives_reasons() -> None:
+    ort, ref = backends.get("onnxruntime"), backends.get("reference")
+    relu = helper.make_node("Relu", ["a"], ["b"], name="r")
+    floats = {"a": ValueType(TensorProto.FLOAT, (2,))}
+    strings = {"a": ValueType(TensorProto.STRING, (2,))}
+    assert ort.supports(relu, 17, floats)
+    assert "Relu-14" in ort.supports(relu, 17, floats).reason
+    no = ort.supports(relu, 17, strings)
+    assert not no and "tensor(string)" in no.reason
+    unknown = helper.make_node("Frobnicate", ["a"], ["b"])
+    assert not ort.supports(unknown, 17) and "no CPUExecutionProvider kernel" in ort.supports(
+        unknown, 17).reason
+    assert ref.supports(relu, 17)
+    assert not ref.supports(unknown, 17)
+    assert "Frobnicate" in ref.supports(unknown, 17).reason
+    fused = helper.make_node("FusedMatMul", ["a", "c"], ["b"], domain="com.microsoft")
+    assert ort.supports(fused, 17)
+
+
+@pytest.mark.parametrize(("feeds", "fragment"), [
+    ({}, "missing ['x']"),
+    ({"x": np.zeros((2, 8), np.float32), "z": np.zeros(1)}, "unexpected ['z']"),
+    ({"x": np.zeros((2, 8), np.float64)}, "dtype float64, expected float32"),
+    ({"x": np.zeros((3, 8), np.float32)}, "shape [3, 8], expected [2, 8]"),
+    ({"x": np.zeros((2, 8, 1), np.float32)}, "shape [2, 8, 1]"),
+])
+def test_bad_inputs_raise_input_error(feeds: dict[str, np.ndarray], fragment: str) -> None:
+    compiled = backends.get("onnxruntime").compile(mlp())
+    with pytest.raises(InputError) as info:
+        compiled.run(feeds)
+    assert fragment in str(info.value) and "x: float32[2, 8]" in str(info.value)
+
+
+def test_nan_and_inf_pass_through() -> None:
+    compiled = backends.get("onnxruntime").compile(mlp())
+    x = np.full((2, 8), np.nan, np.float32)
+    assert np.isnan(compiled.run({"x": x})["y"]).all()
+
+
+def test_compile_failure_names_backend_and_nodes() -> None:
+    node = helper.make_node("Relu", ["a"], ["b"], name="bad_relu")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", TensorProto.STRING,
+                                                                          [2])],
+                              [helper.make_tensor_value_info("b", TensorProto.STRING, [2])])
+    broken = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(CompileError, match=r"onnxruntime failed to compile nodes \['bad_relu'\]"):
+        backends.get("onnxruntime").compile(broken)
