@@ -269,7 +269,7 @@ def _collect_mapping(value: Mapping[Any, Any]) -> _Collected:
         device = _LEGACY_DEVICE_CODES.get(key) if isinstance(key, int) else key
         if not isinstance(device, str):
             raise ConfigError(f"legacy target dict keys must be device types, got {key!r}")
-        kind_for_device_or_error(device)
+        _check_device_type(device)
         target = _target(target_like)
         if target.device_type != device:
             raise ConfigError(
@@ -280,7 +280,7 @@ def _collect_mapping(value: Mapping[Any, Any]) -> _Collected:
     return _Collected(legacy)
 
 
-def kind_for_device_or_error(device: str) -> None:
+def _check_device_type(device: str) -> None:
     try:
         kind_for_device(device)
     except TargetError as err:

@@ -375,9 +375,13 @@ def _from_mapping(data: object, source: str) -> Target:
     if kind_name is None:
         if tag is None:
             raise TargetError(f"target dict {source[:80]!r} needs a 'kind' or a 'tag'")
+        definition = TAGS.find(tag)
+        if definition is None:
+            raise TargetError(
+                f"unknown tag {tag!r} in {source[:80]!r}{did_you_mean(tag, TAGS.names())}"
+                " (a kind goes in 'kind', not 'tag')"
+            )
         kind, base, base_host, tag = _resolve_head(tag, source)
-        if kind.name != tag and tag not in TAGS:
-            raise TargetError(f"unknown tag {tag!r} in {source[:80]!r}")
     elif isinstance(kind_name, str):
         kind = KINDS.find(kind_name) or _resolve_head(kind_name, source)[0]
     else:

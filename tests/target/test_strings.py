@@ -130,6 +130,8 @@ INVALID = [
      "given more than once"),
     ('{"kind": "cuda", "host": "onnxruntime"}', "the host must be a device target"),
     ('[1, 2]', "unknown target kind or tag '[1,'"),
+    ('{"tag": "cpu"}', "a kind goes in 'kind', not 'tag'"),
+    ('{"tag": "nvidia/a10"}', "did you mean 'nvidia/a10g' or 'nvidia/a100'"),
 ]
 
 
