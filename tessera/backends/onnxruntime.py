@@ -67,13 +67,21 @@ class OnnxRuntimeBackend(Backend):
         provider = _PROVIDERS[device]
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         kernels = _kernels(provider).get((domain, node.op_type))
-        if not kernels:
-            return Support(False, f"ONNX Runtime has no {provider} kernel for {node.op_type}")
         if domain:
-            return Support(True, f"ONNX Runtime {provider} kernel {domain}.{node.op_type}")
+            if kernels:
+                return Support(True, f"ONNX Runtime {provider} kernel {domain}.{node.op_type}")
+            return Support(False, f"ONNX Runtime has no {provider} kernel for "
+                                  f"{domain}.{node.op_type}")
         schema = schema_for(node, opset)
         if schema is None:
             return Support(False, f"{node.op_type} is not an ONNX op at opset {opset}")
+        if node.op_type == "Constant":
+            return Support(True, "ONNX Runtime folds Constant into an initializer")
+        if not kernels:
+            if schema.has_function or schema.has_context_dependent_function:
+                return Support(True, f"ONNX Runtime expands the function op {node.op_type} "
+                                     "into its body")
+            return Support(False, f"ONNX Runtime has no {provider} kernel for {node.op_type}")
         since = schema.since_version
         in_range = [k for k in kernels if k[0] <= since <= k[1]]
         if not in_range:
@@ -101,7 +109,7 @@ class OnnxRuntimeBackend(Backend):
         options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL
                                   if target.attrs["execution-mode"] == "parallel"
                                   else ort.ExecutionMode.ORT_SEQUENTIAL)
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # errors reach the user as CompileError/ExecutionError
         provider = _PROVIDERS[target.device_type]
         if provider not in ort.get_available_providers():
             raise BackendUnavailableError(

@@ -33,6 +33,7 @@ class ReferenceBackend(Backend):
     def supports(
         self, node: onnx.NodeProto, opset: int, types: Mapping[str, ValueType] | None = None
     ) -> Support:
+        from onnx.reference import ReferenceEvaluator
         from onnx.reference.ops import load_op
 
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
@@ -43,10 +44,10 @@ class ReferenceBackend(Backend):
                 return Support(False, f"{node.op_type} is not an ONNX op at opset {opset}")
             version = schema.since_version
         try:
-            load_op(domain, node.op_type, version)
-        except (NotImplementedError, ValueError, RuntimeError, TypeError) as err:
-            return Support(False, f"onnx.reference does not implement {node.op_type}: "
-                                  f"{str(err).splitlines()[0][:120]}")
+            load_op(domain, node.op_type, version, node=node, evaluator_cls=ReferenceEvaluator)
+        except Exception as err:  # a lookup failure of any kind means "not implemented here"
+            first = (str(err).splitlines() or [type(err).__name__])[0][:120]
+            return Support(False, f"onnx.reference does not implement {node.op_type}: {first}")
         return Support(True, f"onnx.reference implements {node.op_type}")
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:

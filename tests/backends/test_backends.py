@@ -68,13 +68,20 @@ def test_supports_gives_reasons() -> None:
     no = ort.supports(relu, 17, strings)
     assert not no and "tensor(string)" in no.reason
     unknown = helper.make_node("Frobnicate", ["a"], ["b"])
-    assert not ort.supports(unknown, 17) and "no CPUExecutionProvider kernel" in ort.supports(
-        unknown, 17).reason
+    assert not ort.supports(unknown, 17)
+    assert ort.supports(unknown, 17).reason == "Frobnicate is not an ONNX op at opset 17"
+    gelu = helper.make_node("Gelu", ["a"], ["b"])  # a newer op (opset 20)
+    assert not ort.supports(gelu, 17) and "not an ONNX op at opset 17" in ort.supports(
+        gelu, 17).reason
     assert ref.supports(relu, 17)
     assert not ref.supports(unknown, 17)
     assert "Frobnicate" in ref.supports(unknown, 17).reason
     fused = helper.make_node("FusedMatMul", ["a", "c"], ["b"], domain="com.microsoft")
     assert ort.supports(fused, 17)
+    constant = helper.make_node("Constant", [], ["k"], value_float=1.0)
+    assert "initializer" in ort.supports(constant, 17).reason
+    castlike = helper.make_node("CastLike", ["a", "c"], ["b"])
+    assert "expands the function op CastLike" in ort.supports(castlike, 17).reason
 
 
 @pytest.mark.parametrize(("feeds", "fragment"), [
