@@ -50,8 +50,8 @@ class Compiled:
     def __init__(self, backend: str, model: onnx.ModelProto, target: Target) -> None:
         self.backend = backend
         self.target = target
-        self.inputs = [_spec(v) for v in model.graph.input
-                       if v.name not in {t.name for t in model.graph.initializer}]
+        weights = {t.name for t in model.graph.initializer}
+        self.inputs = [_spec(v) for v in model.graph.input if v.name not in weights]
         self.outputs = [_spec(v) for v in model.graph.output]
         self.node_names = [n.name or n.op_type for n in model.graph.node]
 
