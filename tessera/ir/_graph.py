@@ -143,6 +143,7 @@ class DataflowGraph:
                     stack.append(j)
         return seen == mask
 
+    @cached_property
     def immediate_dominators(self) -> list[int]:
         """idom of each node over the DAG from a virtual source feeding every root (-1).
         Topological indices make it one pass: a dominator always has a smaller index."""
@@ -157,7 +158,7 @@ class DataflowGraph:
         return idom
 
     def dominates(self, a: int, b: int) -> bool:
-        idom = self.immediate_dominators()
+        idom = self.immediate_dominators
         while b > a:
             b = idom[b]
         return a == b

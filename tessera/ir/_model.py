@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tessera.errors import ModelError
 from tessera.ir import _load
-from tessera.ir._graph import DataflowGraph, NodeSet, bits, members
+from tessera.ir._graph import DataflowGraph, NodeSet, bits, members, subgraph_inputs
 
 if TYPE_CHECKING:
     import onnx
@@ -105,7 +105,7 @@ def extract_submodel(model: Model, mask: NodeSet) -> onnx.ModelProto:
         raise ModelError(f"nodes {_names(flow, mask)} are not convex: a path leaves and re-enters")
     inputs, outputs = flow.boundary(mask)
     nodes = [flow.nodes[i] for i in members(mask)]
-    used = {n for node in nodes for n in _reads(node)}
+    used = {n for node in nodes for n in subgraph_inputs(node)}
     types = flow.value_types
     graph = onnx.helper.make_graph(
         nodes,
@@ -125,12 +125,6 @@ def extract_submodel(model: Model, mask: NodeSet) -> onnx.ModelProto:
     domains = {node.domain for node in nodes}
     sub.functions.extend(f for f in model.proto.functions if f.domain in domains)
     return sub
-
-
-def _reads(node: onnx.NodeProto) -> list[str]:
-    from tessera.ir._graph import subgraph_inputs
-
-    return subgraph_inputs(node)
 
 
 def _value_info(name: str, types: Mapping[str, Any]) -> onnx.ValueInfoProto:

@@ -145,21 +145,12 @@ def register_kind(
 ) -> TargetKind:
     """Declare a kind. Backends pass `serves`; every kind gets a `keys` attribute, and
     backends also get `device`, which must be one of the device types they serve."""
-    common = [_KEYS]
-    if serves:
-        common.insert(
-            0,
-            AttrSpec(
-                "device",
-                AttrType.STR,
-                serves[0],
-                "device type this backend runs on",
-                choices=serves,
-            ),
-        )
     keys = default_keys or ((name,) if serves else (device_type or name,))
-    spec_keys = AttrSpec(_KEYS.name, _KEYS.type, keys, _KEYS.doc, tuning=False)
-    common[-1] = spec_keys
+    common = [AttrSpec(_KEYS.name, _KEYS.type, keys, _KEYS.doc, tuning=False)]
+    if serves:
+        device = AttrSpec("device", AttrType.STR, serves[0], "device type this backend runs on",
+                          choices=serves)
+        common.insert(0, device)
     kind = TargetKind(
         name=name,
         device_type=device_type or (serves[0] if serves else name),

@@ -383,7 +383,14 @@ def _from_mapping(data: object, source: str) -> Target:
             )
         kind, base, base_host, tag = _resolve_head(tag, source)
     elif isinstance(kind_name, str):
-        kind = KINDS.find(kind_name) or _resolve_head(kind_name, source)[0]
+        found = KINDS.find(kind_name)
+        if found is None:
+            hint = " (it is a tag: use {'tag': ...})" if kind_name in TAGS else ""
+            raise TargetError(
+                f"unknown target kind {kind_name!r} in {source[:80]!r}"
+                f"{did_you_mean(kind_name, KINDS.names())}{hint}"
+            )
+        kind = found
     else:
         raise TargetError(f"'kind' must be a string, got {kind_name!r} in {source[:80]!r}")
     overrides: dict[str, Any] = {}

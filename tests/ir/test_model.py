@@ -123,7 +123,7 @@ def test_diamond_convexity_and_dominators() -> None:
     assert flow.is_convex(bits([a, b])) and flow.is_convex(bits([b, c]))
     assert flow.is_convex(bits([a, b, c, d]))
     assert not flow.is_connected(bits([b, c])) and flow.is_connected(bits([a, b, c]))
-    assert flow.immediate_dominators() == [-1, a, a, a]
+    assert flow.immediate_dominators == [-1, a, a, a]
     assert flow.dominates(a, d) and not flow.dominates(b, d)
 
 

@@ -131,6 +131,7 @@ INVALID = [
     ('{"kind": "cuda", "host": "onnxruntime"}', "the host must be a device target"),
     ('[1, 2]', "unknown target kind or tag '[1,'"),
     ('{"tag": "cpu"}', "a kind goes in 'kind', not 'tag'"),
+    ('{"kind": "nvidia/a100"}', "it is a tag: use {'tag': ...}"),
     ('{"tag": "nvidia/a10"}', "did you mean 'nvidia/a10g' or 'nvidia/a100'"),
 ]
 
