@@ -21,6 +21,7 @@ __all__ = [
     "TargetKind",
     "__version__",
     "backends",
+    "compile",
     "errors",
     "load_model",
 ]
@@ -32,4 +33,8 @@ def __getattr__(name: str) -> object:
         from tessera.ir import load_model
 
         return load_model
+    if name == "compile":
+        from tessera.runtime import compile
+
+        return compile
     raise AttributeError(f"module 'tessera' has no attribute {name!r}")

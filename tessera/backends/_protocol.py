@@ -84,7 +84,11 @@ class Backend:
         return self.kind.is_available()
 
     def supports(
-        self, node: onnx.NodeProto, opset: int, types: Mapping[str, ValueType] | None = None
+        self,
+        node: onnx.NodeProto,
+        opset: int,
+        types: Mapping[str, ValueType] | None = None,
+        constants: Mapping[str, onnx.TensorProto] | None = None,
     ) -> Support:
         raise NotImplementedError
 

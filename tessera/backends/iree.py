@@ -1,9 +1,26 @@
-"""IREE backend: ONNX import, compiled for llvm-cpu (or cuda) and run by the IREE runtime."""
+"""IREE backend: ONNX imported by iree-base-compiler's ONNX importer, compiled for llvm-cpu
+(or cuda) by iree-compile, and run by the IREE runtime. Support is probed: the importer and
+the compiler's input conversion decide, per kind of node."""
 
 from __future__ import annotations
 
+import functools
+import io
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 from tessera.backends._availability import library_availability
-from tessera.target import AttrSpec, AttrType, register_kind
+from tessera.backends._probe import Prober
+from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
+from tessera.errors import BackendUnavailableError
+from tessera.target import AttrSpec, AttrType, Target, register_kind
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+    from tessera.ir import ValueType
 
 KIND = register_kind(
     "iree",
@@ -18,3 +35,108 @@ KIND = register_kind(
                  minimum=0),
     ),
 )
+
+_ENTRY = "tessera_main"
+_FLAGS_LOCK = threading.Lock()
+_task_flags: list[str] = []
+
+
+def import_onnx(model: onnx.ModelProto) -> bytes:
+    """The model as MLIR bytecode in the torch-mlir ONNX dialect, entry point `_ENTRY`."""
+    import onnx as onnx_module
+    from iree.compiler import ir
+    from iree.compiler.extras import onnx_importer
+
+    renamed = onnx_module.ModelProto()
+    renamed.CopyFrom(model)
+    renamed.graph.name = _ENTRY
+    context = ir.Context()
+    info = onnx_importer.ModelInfo(renamed)
+    module = info.create_module(context=context).operation
+    importer = onnx_importer.NodeImporter.define_function(info.main_graph, module)
+    importer.import_all()
+    module.verify()
+    buffer = io.BytesIO()
+    module.write_bytecode(buffer)
+    return buffer.getvalue()
+
+
+def compiler_flags(target: Target) -> list[str]:
+    flags = [f"--iree-opt-level={target.attrs['opt-level']}"]
+    if target.device_type == "cpu":
+        cpu = target.attrs["cpu-features"]
+        flags += [f"--iree-llvmcpu-target-cpu={cpu}"]
+    return flags
+
+
+def _probe(model: onnx.ModelProto) -> None:
+    import iree.compiler as compiler
+
+    compiler.compile_str(import_onnx(model), target_backends=["llvm-cpu"],
+                         extra_args=["--compile-to=input", "--iree-input-type=onnx"])
+
+
+@functools.cache
+def _driver_for(device: str, threads: int) -> str:
+    """IREE's task system is configured once per process: one worker count wins. One thread
+    means the synchronous driver, which has no pool at all."""
+    if device == "cuda":
+        return "cuda"
+    if threads == 1:
+        return "local-sync"
+    import iree.runtime as runtime
+
+    with _FLAGS_LOCK:
+        if threads and not _task_flags:
+            _task_flags.append(f"--task_topology_group_count={threads}")
+            runtime.flags.parse_flags(*_task_flags)
+    return "local-task"
+
+
+class IreeBackend(Backend):
+    kind = KIND
+
+    def __init__(self) -> None:
+        self._prober = Prober("IREE", _probe)
+
+    def supports(
+        self,
+        node: onnx.NodeProto,
+        opset: int,
+        types: Mapping[str, ValueType] | None = None,
+        constants: Mapping[str, onnx.TensorProto] | None = None,
+    ) -> Support:
+        return self._prober.supports(node, opset, types, constants)
+
+    def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
+        import iree.compiler as compiler
+        import iree.runtime as runtime
+
+        backend = "cuda" if target.device_type == "cuda" else "llvm-cpu"
+        if backend == "cuda" and "cuda" not in runtime.query_available_drivers():
+            raise BackendUnavailableError("the IREE runtime here has no cuda driver")
+        vmfb = compiler.compile_str(import_onnx(submodel), target_backends=[backend],
+                                    extra_args=["--iree-input-type=onnx",
+                                                *compiler_flags(target)])
+        driver = _driver_for(target.device_type, target.attrs["num-threads"])
+        module = runtime.load_vm_flatbuffer(vmfb, driver=driver)
+        return _IreeCompiled(self.name, submodel, target, getattr(module, _ENTRY))
+
+
+class _IreeCompiled(Compiled):
+    def __init__(self, backend: str, model: onnx.ModelProto, target: Target, function: Any):
+        super().__init__(backend, model, target)
+        self.function = function
+        self._names = [o.name for o in self.outputs]
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import numpy as np
+
+        results = self.function(*(feeds[s.name] for s in self.inputs))
+        if not isinstance(results, (tuple, list)):
+            results = (results,)
+        return {name: np.asarray(value.to_host()) for name, value in
+                zip(self._names, results, strict=True)}
+
+
+BACKEND = BACKENDS.register("iree", IreeBackend())

@@ -61,7 +61,11 @@ class OnnxRuntimeBackend(Backend):
     kind = KIND
 
     def supports(
-        self, node: onnx.NodeProto, opset: int, types: Mapping[str, ValueType] | None = None,
+        self,
+        node: onnx.NodeProto,
+        opset: int,
+        types: Mapping[str, ValueType] | None = None,
+        constants: Mapping[str, onnx.TensorProto] | None = None,
         device: str = "cpu",
     ) -> Support:
         provider = _PROVIDERS[device]

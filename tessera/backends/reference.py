@@ -31,7 +31,11 @@ class ReferenceBackend(Backend):
     kind = KIND
 
     def supports(
-        self, node: onnx.NodeProto, opset: int, types: Mapping[str, ValueType] | None = None
+        self,
+        node: onnx.NodeProto,
+        opset: int,
+        types: Mapping[str, ValueType] | None = None,
+        constants: Mapping[str, onnx.TensorProto] | None = None,
     ) -> Support:
         from onnx.reference import ReferenceEvaluator
         from onnx.reference.ops import load_op

@@ -1,9 +1,23 @@
-"""PyTorch backend: ONNX nodes converted to torch operations by tessera's own converter."""
+"""PyTorch backend: ONNX nodes converted to torch operations by tessera's own converter
+(`_torch_ops`), run eagerly or through torch.compile with `-compile`."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 from tessera.backends._availability import library_availability
-from tessera.target import AttrSpec, AttrType, register_kind
+from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
+from tessera.backends._schema import schema_for
+from tessera.errors import BackendUnavailableError
+from tessera.target import AttrSpec, AttrType, Target, register_kind
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+    from tessera.ir import ValueType
 
 KIND = register_kind(
     "torch",
@@ -19,3 +33,125 @@ KIND = register_kind(
                  minimum=0),
     ),
 )
+
+
+class TorchBackend(Backend):
+    """`supports` is exactly the converter table: op, schema version, dtypes, attributes."""
+
+    kind = KIND
+
+    def supports(
+        self,
+        node: onnx.NodeProto,
+        opset: int,
+        types: Mapping[str, ValueType] | None = None,
+        constants: Mapping[str, onnx.TensorProto] | None = None,
+    ) -> Support:
+        from tessera.backends._torch_ops import DTYPES, OPS, Ctx
+
+        if node.domain not in ("", "ai.onnx"):
+            return Support(False, f"the torch converter handles only standard ONNX ops, not "
+                                  f"{node.domain}.{node.op_type}")
+        schema = schema_for(node, opset)
+        if schema is None:
+            return Support(False, f"{node.op_type} is not an ONNX op at opset {opset}")
+        if node.op_type == "Constant":
+            return Support(True, "folded into a constant tensor")
+        definition = OPS.find(node.op_type)
+        if definition is None:
+            return Support(False, f"the torch converter has no rule for {node.op_type}")
+        if schema.since_version < definition.since:
+            return Support(False, f"the torch converter handles {node.op_type} from version "
+                                  f"{definition.since}, not {schema.since_version}")
+        known = types or {}
+        in_types = [known[n].elem_type if n in known else 0 for n in node.input if n]
+        shapes = [known[n].shape if n in known else None for n in node.input if n]
+        ranks = [None if shape is None else len(shape) for shape in shapes]
+        for name in (*node.input, *node.output):
+            elem = known[name].elem_type if name and name in known else 0
+            if elem and elem not in DTYPES:
+                return Support(False, f"the torch converter does not handle ONNX type {elem} "
+                                      f"(value {name!r})")
+        if in_types and in_types[0] and in_types[0] not in definition.dtypes:
+            return Support(False, f"the torch converter's {node.op_type} does not handle "
+                                  f"ONNX type {in_types[0]}")
+        if definition.check is not None:
+            import onnx as onnx_module
+
+            attrs = {a.name: onnx_module.helper.get_attribute_value(a) for a in node.attribute}
+            attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+            outputs = [1] * len(node.output)
+            while outputs and not node.output[len(outputs) - 1]:
+                outputs.pop()
+            ctx = Ctx(node.op_type, schema.since_version, attrs, {}, outputs)
+            reason = definition.check(ctx, in_types, ranks)
+            if reason:
+                return Support(False, f"the torch converter's {node.op_type}: {reason}")
+        return Support(True, f"the torch converter maps {node.op_type}-{schema.since_version}")
+
+    def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
+        import torch
+
+        from tessera.backends._torch_convert import Program
+
+        if target.device_type == "cuda" and not torch.cuda.is_available():
+            raise BackendUnavailableError("torch here has no CUDA device; use 'torch' on cpu")
+        device = torch.device("cuda" if target.device_type == "cuda" else "cpu")
+        with torch.inference_mode():
+            program = Program(submodel, device)
+        return _TorchCompiled(self.name, submodel, target, program)
+
+
+class _TorchCompiled(Compiled):
+    def __init__(self, backend: str, model: onnx.ModelProto, target: Target, program: Any):
+        import torch
+
+        super().__init__(backend, model, target)
+        self.program = program
+        self._threads = target.attrs["num-threads"]
+        self._call = program
+        if target.attrs["compile"]:
+            self._call = torch.compile(program.__call__, mode=target.attrs["compile-mode"],
+                                       dynamic=False)
+            self._warm_up()
+
+    def _warm_up(self) -> None:
+        """torch.compile compiles on the first call: make that part of compile()."""
+        import numpy as np
+
+        if all(s.shape is not None and all(isinstance(d, int) for d in s.shape)
+               for s in self.inputs):
+            self._run({s.name: np.zeros(s.shape, dtype=s.dtype)  # type: ignore[arg-type]
+                       for s in self.inputs})
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import numpy as np
+        import torch
+
+        if self._threads and torch.get_num_threads() != self._threads:
+            torch.set_num_threads(self._threads)
+        device = self.program.device
+        with warnings.catch_warnings():  # read-only arrays are fine: nothing writes inputs
+            warnings.simplefilter("ignore", UserWarning)
+            args = [torch.from_numpy(feeds[name]).to(device) for name in self.program.inputs]
+        guard = torch.no_grad() if self.target.attrs["compile"] else torch.inference_mode()
+        with guard:
+            results = self._call(*args)
+        outputs = {}
+        input_ptrs = {a.untyped_storage().data_ptr() for a in args}
+        for name, value, dtype, spec in zip(self.program.outputs, results,
+                                            self.program.output_dtypes, self.outputs,
+                                            strict=True):
+            if dtype is not None and value.dtype != dtype:
+                value = value.to(dtype)
+            shared = name in self.program.static or value.untyped_storage().data_ptr() in \
+                input_ptrs
+            array = value.detach().cpu().numpy()
+            outputs[name] = np.array(array, copy=True) if shared else array
+            if spec.shape is not None and len(spec.shape) != array.ndim:
+                raise ValueError(f"output {name!r} has rank {array.ndim}, the model says "
+                                 f"{len(spec.shape)}")
+        return outputs
+
+
+BACKEND = BACKENDS.register("torch", TorchBackend())

@@ -1,9 +1,23 @@
-"""TVM backend: the Relax ONNX frontend built for llvm (or cuda)."""
+"""TVM backend: the Relax ONNX frontend, built untuned for llvm (or cuda) and run by the Relax
+VM. Support is the frontend's converter table, confirmed by probing each kind of node."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 from tessera.backends._availability import library_availability
-from tessera.target import AttrSpec, AttrType, register_kind
+from tessera.backends._probe import Prober
+from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
+from tessera.errors import BackendUnavailableError
+from tessera.target import AttrSpec, AttrType, Target, register_kind
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+    from tessera.ir import ValueType
 
 
 def _check_opt_level(value: int) -> str | None:
@@ -23,3 +37,87 @@ KIND = register_kind(
                  minimum=0),
     ),
 )
+
+
+@functools.cache
+def _converters() -> frozenset[str]:
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    return frozenset(onnx_frontend._get_convert_map())
+
+
+def build(model: onnx.ModelProto, target: Target) -> Any:
+    """The Relax VM executable for `model`."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    module = from_onnx(model, keep_params_in_input=False, sanitize_input_names=False)
+    module = relax.transform.DecomposeOpsForInference()(module)
+    if target.device_type == "cuda":
+        tvm_target = tvm.target.Target("cuda")
+    else:
+        mcpu = target.attrs.get("mcpu")
+        tvm_target = tvm.target.Target("llvm" + (f" -mcpu={mcpu}" if mcpu else ""))
+    with tvm.transform.PassContext(opt_level=target.attrs["opt-level"]):
+        return tvm.compile(module, target=tvm_target)
+
+
+def _probe(model: onnx.ModelProto) -> None:
+    build(model, Target("tvm"))
+
+
+class TvmBackend(Backend):
+    kind = KIND
+
+    def __init__(self) -> None:
+        self._prober = Prober("TVM", _probe)
+
+    def supports(
+        self,
+        node: onnx.NodeProto,
+        opset: int,
+        types: Mapping[str, ValueType] | None = None,
+        constants: Mapping[str, onnx.TensorProto] | None = None,
+    ) -> Support:
+        if node.domain not in ("", "ai.onnx"):
+            return Support(False, f"the TVM ONNX frontend has no {node.domain}.{node.op_type}")
+        if node.op_type not in _converters():
+            return Support(False, f"the TVM ONNX frontend has no converter for {node.op_type}")
+        return self._prober.supports(node, opset, types, constants)
+
+    def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
+        import tvm
+        from tvm import relax
+
+        if target.device_type == "cuda" and not tvm.cuda().exist:
+            raise BackendUnavailableError("TVM here has no CUDA device")
+        device = tvm.cuda() if target.device_type == "cuda" else tvm.cpu()
+        threads = target.attrs["num-threads"]
+        if threads:
+            tvm.get_global_func("runtime.config_threadpool")(1, threads)
+        machine = relax.VirtualMachine(build(submodel, target), device)
+        return _TvmCompiled(self.name, submodel, target, machine, device)
+
+
+class _TvmCompiled(Compiled):
+    def __init__(self, backend: str, model: onnx.ModelProto, target: Target, machine: Any,
+                 device: Any) -> None:
+        super().__init__(backend, model, target)
+        self.machine = machine
+        self.device = device
+        self._names = [o.name for o in self.outputs]
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import numpy as np
+        import tvm
+
+        args = [tvm.runtime.tensor(np.ascontiguousarray(feeds[s.name]), self.device)
+                for s in self.inputs]
+        results = self.machine["main"](*args)
+        if hasattr(results, "numpy"):  # one output; several come as a sequence
+            results = (results,)
+        return {name: value.numpy() for name, value in zip(self._names, results, strict=True)}
+
+
+BACKEND = BACKENDS.register("tvm", TvmBackend())

@@ -65,6 +65,10 @@ class FlowOptions:
     min_block_size: int = _option(
         1, "smallest number of nodes greedy placement gives a backend",
         cache_key=True, parse=_positive_int)
+    numeric_guard: bool = _option(
+        True, "check each partition against the reference on random inputs; a backend that "
+        "disagrees or fails gives that partition back and placement is redone",
+        cache_key=True, parse=parse_bool)
     link_params: bool = _option(
         True, "store weights inside saved artifacts rather than beside them",
         cache_key=False, parse=parse_bool)

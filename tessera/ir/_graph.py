@@ -99,6 +99,28 @@ class DataflowGraph:
         return types
 
     @cached_property
+    def constants(self) -> dict[str, onnx.TensorProto]:
+        """Values known before running: initializers and the outputs of Constant nodes.
+        Support probes use them, since some backends need shapes and axes to be constant."""
+        import numpy as np
+        import onnx
+
+        found = dict(self.initializers)
+        for node in self.nodes:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                for attr in node.attribute:
+                    if attr.name == "value":
+                        tensor = onnx.TensorProto()
+                        tensor.CopyFrom(attr.t)
+                        tensor.name = node.output[0]
+                        found[node.output[0]] = tensor
+                    elif attr.name in ("value_ints", "value_int"):
+                        ints = list(attr.ints) if attr.name == "value_ints" else attr.i
+                        found[node.output[0]] = onnx.numpy_helper.from_array(
+                            np.array(ints, dtype="int64"), node.output[0])
+        return found
+
+    @cached_property
     def value_consumers(self) -> dict[str, list[int]]:
         uses: dict[str, list[int]] = {}
         for i, node in enumerate(self.nodes):

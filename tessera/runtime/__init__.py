@@ -1,0 +1,7 @@
+"""Build and run: compile a plan's partitions and chain them."""
+
+from __future__ import annotations
+
+from tessera.runtime._compiled import CompiledModel, build_partitions, compile
+
+__all__ = ["CompiledModel", "build_partitions", "compile"]

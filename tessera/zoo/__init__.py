@@ -1,0 +1,126 @@
+"""Bundled example models: torch definitions with random weights, exported to ONNX on first
+use and cached under `TESSERA_CACHE/models` (nothing binary is committed). Needs `.[torch]`."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import io
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tessera._private.cache import atomic_write_bytes, cache_dir
+from tessera._private.registry import Registry
+from tessera.errors import BackendUnavailableError
+
+__all__ = ["ZOO", "ZooModel", "example_inputs", "export", "names"]
+
+OPSET = 17
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    name: str
+    build: Callable[[], Any]  # () -> torch.nn.Module
+    inputs: tuple[tuple[str, tuple[int, ...], str], ...]  # (name, shape without batch, dtype)
+    doc: str
+    high: int = 0  # exclusive upper bound for integer inputs (token ids)
+
+
+ZOO: Registry[ZooModel] = Registry("zoo model")
+
+
+def _add(name: str, build: Callable[[], Any], inputs: tuple[tuple[str, tuple[int, ...], str], ...],
+         doc: str, high: int = 0) -> None:
+    ZOO.register(name, ZooModel(name, build, inputs, doc, high))
+
+
+def _d() -> Any:
+    from tessera.zoo import _definitions
+
+    return _definitions
+
+
+_IMAGE = (("image", (3, 224, 224), "float32"),)
+_add("mlp", lambda: _d().MLP(), (("x", (64,), "float32"),), "4-layer MLP with GELU, softmax")
+_add("resnet-tiny", lambda: _d().ResNet((1, 1, 1, 1), base=8, classes=10),
+     (("image", (3, 64, 64), "float32"),), "ResNet-like: bottlenecks, 4 stages, width 8")
+_add("mobilenetv2-tiny", lambda: _d().MobileNetV2(0.25, classes=10),
+     (("image", (3, 64, 64), "float32"),), "MobileNetV2 at width 0.25, 64×64")
+_add("bert-tiny", lambda: _d().Transformer(2, 64, 4, 32, vocab=512),
+     (("ids", (32,), "int64"),), "BERT-like encoder: 2 layers, hidden 64, seq 32", high=512)
+_add("gpt2-block-tiny", lambda: _d().GPT2Block(64, 4, 32),
+     (("x", (32, 64), "float32"),), "GPT-2 decoder block with a causal mask, hidden 64, seq 32")
+_add("resnet50", lambda: _d().ResNet(), _IMAGE, "ResNet-50")
+_add("mobilenetv2", lambda: _d().MobileNetV2(), _IMAGE, "MobileNetV2 1.0")
+_add("bert-base", lambda: _d().Transformer(), (("ids", (128,), "int64"),),
+     "BERT-base encoder, seq 128", high=30522)
+_add("gpt2-small", lambda: _d().Transformer(12, 768, 12, 128, vocab=50257, causal=True),
+     (("ids", (128,), "int64"),), "GPT-2-small decoder, seq 128", high=50257)
+
+
+def names() -> list[str]:
+    return ZOO.names()
+
+
+def export(name: str, batch: int = 1) -> Path:
+    """The ONNX file of a bundled model, exported once and cached."""
+    entry = ZOO.get(name)
+    path = cache_dir("models") / f"{name}-b{batch}-{_fingerprint()}.onnx"
+    if not path.exists():
+        atomic_write_bytes(path, _export_bytes(entry, batch))
+    return path
+
+
+def example_inputs(name: str, batch: int = 1, seed: int = 0) -> dict[str, Any]:
+    """Random inputs of the model's shapes (numpy)."""
+    import numpy as np
+
+    entry = ZOO.get(name)
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for input_name, shape, dtype in entry.inputs:
+        full = (batch, *shape)
+        if dtype.startswith("int"):
+            feeds[input_name] = rng.integers(0, entry.high, full).astype(dtype)
+        else:
+            feeds[input_name] = rng.standard_normal(full).astype(dtype)
+    return feeds
+
+
+def _export_bytes(entry: ZooModel, batch: int) -> bytes:
+    try:
+        import torch
+    except ImportError as err:
+        raise BackendUnavailableError(
+            "the bundled models are torch definitions: pip install 'tessera[torch]'") from err
+    torch.manual_seed(0)
+    module = entry.build().eval()
+    with torch.no_grad():  # batch-norm statistics that are not the identity
+        for sub in module.modules():
+            if isinstance(sub, torch.nn.BatchNorm2d):
+                assert sub.running_mean is not None and sub.running_var is not None
+                sub.running_mean.uniform_(-0.1, 0.1)
+                sub.running_var.uniform_(0.5, 1.5)
+    args = tuple(torch.from_numpy(v) for v in example_inputs(entry.name, batch).values())
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, buffer,  # type: ignore[arg-type]  # BytesIO works
+                          dynamo=False, opset_version=OPSET,
+                          input_names=[i[0] for i in entry.inputs], output_names=["output"],
+                          do_constant_folding=True)
+    return buffer.getvalue()
+
+
+def _fingerprint() -> str:
+    """Changes when the definitions or torch change, so stale exports are never reused."""
+    from importlib.metadata import version
+
+    from tessera.zoo import _definitions
+
+    source = inspect.getsource(_definitions) + inspect.getsource(_export_bytes) + str(OPSET)
+    return hashlib.sha256((source + version("torch")).encode()).hexdigest()[:12]
