@@ -87,8 +87,12 @@ def single_node_model(
     imports = [helper.make_opsetid("", opset)]
     if node.domain not in ("", "ai.onnx"):
         imports.append(helper.make_opsetid(node.domain, 1))
-    return helper.make_model(graph, opset_imports=imports,
-                             ir_version=min(onnx.IR_VERSION, 10))
+    model = helper.make_model(graph, opset_imports=imports,
+                              ir_version=min(onnx.IR_VERSION, 10))
+    try:  # fill in output types the caller did not know
+        return onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # the backend's own probe will report the problem
+        return model
 
 
 def _info(name: str, types: Mapping[str, ValueType]) -> onnx.ValueInfoProto:

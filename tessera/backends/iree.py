@@ -47,8 +47,8 @@ def import_onnx(model: onnx.ModelProto) -> bytes:
     from iree.compiler import ir
     from iree.compiler.extras import onnx_importer
 
-    renamed = onnx_module.ModelProto()
-    renamed.CopyFrom(model)
+    # the importer needs every value's type: infer them (this also copies the model)
+    renamed = onnx_module.shape_inference.infer_shapes(model, data_prop=True)
     renamed.graph.name = _ENTRY
     context = ir.Context()
     info = onnx_importer.ModelInfo(renamed)

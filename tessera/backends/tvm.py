@@ -112,7 +112,7 @@ class _TvmCompiled(Compiled):
         import numpy as np
         import tvm
 
-        args = [tvm.runtime.tensor(np.ascontiguousarray(feeds[s.name]), self.device)
+        args = [tvm.runtime.tensor(np.require(feeds[s.name], requirements="C"), self.device)
                 for s in self.inputs]
         results = self.machine["main"](*args)
         if hasattr(results, "numpy"):  # one output; several come as a sequence

@@ -83,6 +83,21 @@ def load_external_data(model: onnx.ModelProto, base: Path | None) -> None:
         tensor.data_location = onnx.TensorProto.DEFAULT
 
 
+def upgrade_opset(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Models older than MIN_OPSET are converted up to it, as ONNX Runtime users expect old
+    models to load; a model the converter cannot take is reported by check_opset."""
+    import onnx
+
+    versions = {op.domain: op.version for op in model.opset_import}
+    version = versions.get("", versions.get("ai.onnx"))
+    if version is None or version >= MIN_OPSET:
+        return model
+    try:
+        return onnx.version_converter.convert_version(model, MIN_OPSET)
+    except Exception:  # check_opset then names the problem
+        return model
+
+
 def check_opset(model: onnx.ModelProto) -> int:
     import onnx
 
@@ -94,7 +109,7 @@ def check_opset(model: onnx.ModelProto) -> int:
     if not MIN_OPSET <= version <= newest:
         raise ModelError(
             f"unsupported opset {version}: tessera supports ai.onnx opsets {MIN_OPSET} to "
-            f"{newest}; convert the model with onnx.version_converter"
+            f"{newest}, and onnx.version_converter could not convert it"
         )
     return int(version)
 

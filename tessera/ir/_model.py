@@ -78,6 +78,7 @@ def load_model(
     proto, base = _load.read_model(source)
     proto = _copy(proto, onnx) if not isinstance(source, bytes | str) else proto
     _load.load_external_data(proto, base)
+    proto = _load.upgrade_opset(proto)
     opset = _load.check_opset(proto)
     _load.check_acyclic(proto)
     if input_shapes:

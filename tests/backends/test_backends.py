@@ -20,13 +20,18 @@ from ..ir.models import mlp
 def test_registry() -> None:
     assert set(backends.names()) >= {"onnxruntime", "reference"}
     assert backends.get("ort") is backends.get("onnxruntime")
+    assert set(backends.names()) == {"onnxruntime", "openvino", "torch", "iree", "tvm",
+                                     "reference"}
     with pytest.raises(BackendUnavailableError, match="no backend implementation"):
         backends.get("tensorrt")
     with pytest.raises(RegistryError, match="did you mean 'reference'"):
         backends.get("refernce")
 
 
-@pytest.mark.parametrize("name", ["onnxruntime", "reference"])
+AVAILABLE = [n for n in backends.names() if backends.get(n).is_available().ok]
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
 def test_compiled_submodel_matches_the_reference(name: str) -> None:
     model = load_model(mlp())
     sub = model.extract(bits([0, 1, 2]))

@@ -1,25 +1,56 @@
-"""The ONNX node-test suite on the implemented backends (a sample in CI; the full run is
-`python -m tests.backends.node_suite --out docs/coverage.md`)."""
+"""The ONNX node-test suite on every available backend, in three modes (a sample in CI; the
+full run is `python -m tests.backends.node_suite --out docs/coverage.md`)."""
 
 import collections
+import json
+from pathlib import Path
 
 import pytest
 
-from .node_suite import BACKENDS, collect_cases, run_suite, sample
+from .node_suite import BACKENDS, MODES, collect_cases, run_suite, sample
+
+COVERAGE = Path(__file__).parents[2] / "docs" / "coverage"
+# every case compiles the whole compiler pipeline on these: a smaller sample, protocol only
+SLOW = {"iree": 40, "tvm": 40}
 
 
 @pytest.fixture(scope="module")
-def outcomes() -> list:  # type: ignore[type-arg]
-    cases = sample(collect_cases(), 300)
-    assert len(cases) >= 300
-    families = {case.name.removeprefix("test_").split("_")[0] for case in cases}
+def cases() -> list:  # type: ignore[type-arg]
+    chosen = sample(collect_cases(), 300)
+    assert len(chosen) >= 300
+    families = {case.name.removeprefix("test_").split("_")[0] for case in chosen}
     assert len(families) >= 100  # the sample spans op families
-    return run_suite(cases)
+    return chosen
+
+
+@pytest.fixture(scope="module")
+def outcomes(cases: list) -> list:  # type: ignore[type-arg]
+    found = []
+    for backend in BACKENDS:
+        if backend in SLOW:
+            found += run_suite(sample(cases, SLOW[backend]), [backend], ["protocol"])
+        else:
+            found += run_suite(cases, [backend], MODES)
+    return found
 
 
 def test_every_claimed_case_passes_or_fails_natively_too(outcomes: list) -> None:  # type: ignore[type-arg]
-    bugs = [o for o in outcomes if o.status == "fail"]
+    bugs = [o for o in outcomes if o.status == "fail" and o.mode != "fallback"]
     assert bugs == [], bugs[:5]
+
+
+def test_fallback_gaps_are_only_the_documented_ones(outcomes: list) -> None:  # type: ignore[type-arg]
+    """With fallback, a case fails only where docs/coverage says the numeric guard's random
+    inputs miss a backend's deviation (a known gap, listed in docs/coverage.md)."""
+    for backend in BACKENDS:
+        path = COVERAGE / f"{backend}.json"
+        if not path.exists():
+            continue
+        known = {o["case"] for o in json.loads(path.read_text())["outcomes"]
+                 if o["mode"] == "fallback" and o["status"] == "fail"}
+        new = [o.case for o in outcomes if o.backend == backend and o.mode == "fallback"
+               and o.status == "fail" and o.case not in known]
+        assert new == [], (backend, new[:5])
 
 
 def test_unclaimed_cases_are_skipped_with_a_reason(outcomes: list) -> None:  # type: ignore[type-arg]
@@ -28,8 +59,10 @@ def test_unclaimed_cases_are_skipped_with_a_reason(outcomes: list) -> None:  # t
 
 
 def test_coverage_is_high(outcomes: list) -> None:  # type: ignore[type-arg]
-    counts = {b: collections.Counter(o.status for o in outcomes if o.backend == b)
-              for b in BACKENDS}
-    total = sum(counts["reference"].values())
-    assert counts["reference"]["pass"] >= 0.9 * total
-    assert counts["onnxruntime"]["pass"] >= 0.75 * total
+    counts = {(o.backend, o.mode): collections.Counter() for o in outcomes}
+    for o in outcomes:
+        counts[o.backend, o.mode][o.status] += 1
+    total = sum(counts["reference", "protocol"].values())
+    assert counts["reference", "protocol"]["pass"] >= 0.9 * total
+    assert counts["onnxruntime", "protocol"]["pass"] >= 0.75 * total
+    assert counts["onnxruntime", "fallback"]["pass"] >= 0.9 * total

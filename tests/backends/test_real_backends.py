@@ -1,0 +1,112 @@
+"""OpenVINO, torch, IREE and TVM: target attributes honoured, support reasons, errors."""
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from tessera import Target, backends, load_model
+from tessera.errors import CompileError, InputError
+from tessera.ir import ValueType
+
+from ..ir.models import mlp
+
+
+def _available(name: str) -> bool:
+    return backends.get(name).is_available().ok
+
+
+def _needs(name: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(not _available(name), reason=f"{name} is not installed")
+
+
+@_needs("openvino")
+def test_openvino_properties_come_from_the_target() -> None:
+    from tessera.backends.openvino import compile_config
+
+    config = compile_config(Target("openvino -num-threads=2 -performance-hint=throughput "
+                                   "-num-streams=2 -cache-dir=/tmp/ov"))
+    assert config == {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "THROUGHPUT",
+                      "NUM_STREAMS": "2", "INFERENCE_NUM_THREADS": "2", "CACHE_DIR": "/tmp/ov"}
+    compiled = backends.get("openvino").compile(mlp(), "openvino -num-threads=1")
+    assert compiled.compiled.get_property("INFERENCE_NUM_THREADS") == 1
+
+
+@_needs("openvino")
+def test_openvino_precision_the_cpu_lacks_is_a_clear_error() -> None:
+    import openvino as ov
+
+    capabilities = ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    if "BF16" in capabilities:
+        pytest.skip("this CPU has bf16")
+    with pytest.raises(CompileError, match="no BF16 support"):
+        backends.get("openvino").compile(mlp(), "openvino -precision=bf16")
+
+
+@_needs("iree")
+def test_iree_compiler_flags_come_from_the_target() -> None:
+    from tessera.backends.iree import compiler_flags
+
+    assert compiler_flags(Target("iree -opt-level=O3 -cpu-features=skylake")) == [
+        "--iree-opt-level=O3", "--iree-llvmcpu-target-cpu=skylake"]
+
+
+@_needs("torch")
+def test_torch_supports_is_its_converter_table() -> None:
+    from tessera.backends._torch_ops import OPS
+
+    torch_backend = backends.get("torch")
+    node = helper.make_node("Relu", ["x"], ["y"])
+    assert torch_backend.supports(node, 17)
+    assert "Relu" in OPS.names()
+    missing = helper.make_node("Det", ["x"], ["y"])
+    reason = torch_backend.supports(missing, 17).reason
+    assert "no rule for Det" in reason
+    pool = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])
+    image = {"x": ValueType(1, (1, 3, 8, 8))}
+    assert "Indices" in torch_backend.supports(pool, 17, image).reason
+    assert torch_backend.supports(helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2]),
+                                  17, image)
+
+
+@_needs("torch")
+def test_torch_compile_mode_matches_eager() -> None:
+    model = load_model(mlp())
+    x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
+    eager = backends.get("torch").compile(model.proto, "torch").run({"x": x})["y"]
+    compiled = backends.get("torch").compile(model.proto, "torch -compile").run({"x": x})["y"]
+    np.testing.assert_allclose(compiled, eager, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["openvino", "iree", "tvm"])
+def test_probed_support_gives_the_backends_own_reason(name: str) -> None:
+    if not _available(name):
+        pytest.skip(f"{name} is not installed")
+    node = helper.make_node("Relu", ["x"], ["y"])
+    types = {"x": load_model(mlp()).dataflow.value_types["x"]}
+    assert backends.get(name).supports(node, 17, types)
+    strings = helper.make_node("StringNormalizer", ["s"], ["t"])
+    unsupported = backends.get(name).supports(strings, 17, {"s": ValueType(8, (3,))})
+    assert not unsupported and unsupported.reason
+
+
+@pytest.mark.parametrize("name", ["openvino", "torch", "iree", "tvm"])
+def test_every_backend_checks_inputs(name: str) -> None:
+    if not _available(name):
+        pytest.skip(f"{name} is not installed")
+    compiled = backends.get(name).compile(mlp())
+    with pytest.raises(InputError, match="expected"):
+        compiled.run({"x": np.zeros((2, 8), np.float64)})
+    with pytest.raises(InputError, match="missing"):
+        compiled.run({})
+
+
+def test_a_backend_that_fails_to_compile_names_itself_and_the_nodes() -> None:
+    node = helper.make_node("Unknown", ["x"], ["y"], name="the_node", domain="my.ops")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [2])],
+                              [helper.make_tensor_value_info("y", 1, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("my.ops", 1)])
+    for name in ("openvino", "tvm"):
+        if _available(name):
+            with pytest.raises(CompileError, match=rf"{name} failed .*the_node"):
+                backends.get(name).compile(model)

@@ -1,0 +1,136 @@
+"""tessera.compile: priority placement, fallback, the numeric guard, the ONNX backend API."""
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import tessera
+from tessera import backends
+from tessera.backends import Backend, Compiled, Support
+from tessera.errors import InputError, PartitionError
+from tessera.target import register_kind
+from tessera.target._kind import KINDS
+
+from .ir.models import mlp
+
+
+def _feeds() -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
+
+
+def _reference() -> np.ndarray:
+    return backends.get("reference").compile(mlp()).run(_feeds())["y"]
+
+
+def test_one_backend_runs_the_whole_model() -> None:
+    compiled = tessera.compile(mlp(), "onnxruntime")
+    assert [p.target for p in compiled.plan.partitions] == ["onnxruntime"]
+    np.testing.assert_allclose(compiled.run(_feeds())["y"], _reference(), rtol=1e-5)
+    with pytest.raises(InputError, match="missing"):
+        compiled.run({})
+
+
+class WrongBackend(Backend):
+    """TEST-ONLY fake backend: claims Relu and MatMul, and computes Relu wrongly."""
+
+    def supports(self, node, opset, types=None, constants=None):  # type: ignore[no-untyped-def]
+        ok = node.op_type in ("Relu", "MatMul")
+        return Support(ok, "test fake claims it" if ok else "test fake does not")
+
+    def _compile(self, submodel, target):  # type: ignore[no-untyped-def]
+        ref = backends.get("reference").compile(submodel)
+        wrong = any(n.op_type == "Relu" for n in submodel.graph.node)
+
+        class Run(Compiled):
+            def _run(self, feeds):  # type: ignore[no-untyped-def]
+                out = ref.run(feeds)
+                return {k: v * 2.0 if wrong else v for k, v in out.items()}
+        return Run(self.name, submodel, target)
+
+
+@pytest.fixture
+def wrong_backend():  # type: ignore[no-untyped-def]
+    kind = register_kind("test-wrong", serves=("cpu",), doc="test-only fake")
+    backend = WrongBackend()
+    backend.kind = kind
+    backends.BACKENDS.register("test-wrong", backend)
+    yield backend
+    backends.BACKENDS.unregister("test-wrong")
+    KINDS.unregister("test-wrong")
+
+
+def test_mixed_plan_with_fallback_and_the_numeric_guard(wrong_backend: Backend) -> None:
+    compiled = tessera.compile(mlp(), "test-wrong,onnxruntime")
+    targets = [(p.target, p.nodes) for p in compiled.plan.partitions]
+    # the guard caught the partition (relu, mm2) computing wrongly: it went to onnxruntime
+    assert targets == [("test-wrong", ("mm1",)),
+                       ("onnxruntime", ("add1", "relu", "mm2", "add2", "softmax"))]
+    assert "numeric guard" in compiled.plan.reasons["mm2"]["test-wrong"]
+    assert "numeric guard" in compiled.plan.reasons["relu"]["test-wrong"]
+    np.testing.assert_allclose(compiled.run(_feeds())["y"], _reference(), rtol=1e-5)
+    unguarded = tessera.compile(mlp(), "test-wrong,onnxruntime", numeric_guard=False)
+    assert not np.allclose(unguarded.run(_feeds())["y"], _reference())
+
+
+def test_fallback_off_lists_each_unsupported_node_and_every_reason(wrong_backend: Backend
+                                                                   ) -> None:
+    with pytest.raises(PartitionError) as error:
+        tessera.compile(mlp(), "test-wrong", fallback=False)
+    message = str(error.value)
+    assert "3 node(s) have no backend (fallback is off" in message
+    assert "add1 (Add): test-wrong: test fake does not" in message
+    assert "softmax (Softmax): test-wrong: test fake does not" in message
+    placed = tessera.compile(mlp(), "test-wrong")  # fallback on: the reference takes the rest
+    assert {p.target for p in placed.plan.partitions} == {"test-wrong", "reference"}
+
+
+def test_plan_json_round_trip() -> None:
+    from tessera.partition import Plan
+
+    plan = tessera.compile(mlp(), "onnxruntime").plan
+    assert Plan.from_json(plan.to_json()) == plan
+
+
+def test_onnx_backend_api() -> None:
+    import tessera.onnx_backend as backend
+
+    assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
+    outputs = backend.run_model(mlp(), [_feeds()["x"]])
+    np.testing.assert_allclose(outputs[0], _reference(), rtol=1e-5)
+    np.testing.assert_allclose(outputs.y, _reference(), rtol=1e-5)
+    rep = backend.TesseraBackend.configured("openvino", fallback=False).prepare(mlp())
+    assert [p.target for p in rep.compiled.plan.partitions] == ["openvino"]
+
+
+def test_onnx_backend_test_runs_over_tessera() -> None:
+    """onnx.backend.test.BackendTest over tessera, on the wheel's `simple` and
+    `pytorch-operator` model directories."""
+    import unittest
+
+    import onnx.backend.test
+
+    import tessera.onnx_backend as backend
+
+    suite_builder = onnx.backend.test.BackendTest(backend.TesseraBackend, __name__)
+    suite_builder.include(r"^test_(sign_model|single_relu_model|"
+                          r"Conv2d|Linear|ReLU|Softmax|BatchNorm|MaxPool|AvgPool|Embedding|"
+                          r"operator_(add|conv|relu|maxpool|mm|exp|flatten|index|pad|view))")
+    suite = unittest.TestSuite()
+    for case in suite_builder.test_cases.values():
+        suite.addTests(unittest.defaultTestLoader.loadTestsFromTestCase(case))
+    with open(os.devnull, "w") as sink:
+        result = unittest.TextTestRunner(verbosity=0, stream=sink).run(suite)
+    ran = result.testsRun - len(result.skipped)
+    problems = result.failures + result.errors
+    assert not problems, problems[:1]  # opset-6 models are upgraded on load
+    assert ran >= 30
+
+
+def test_model_error_surfaces_from_compile() -> None:
+    with pytest.raises(tessera.errors.ModelError):
+        tessera.compile(b"not a model", "onnxruntime")
+    graph = helper.make_graph([], "empty", [], [])
+    assert isinstance(helper.make_model(graph), onnx.ModelProto)
