@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from tessera.backends._protocol import Support
+from tessera.backends._protocol import Backend, Support
 from tessera.backends._schema import schema_for
 
 if TYPE_CHECKING:
@@ -134,3 +134,24 @@ def _signature(model: onnx.ModelProto) -> str:
               for i in [t.name for t in graph.initializer]],
              len(graph.node[0].input), len(graph.node[0].output)]
     return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+class ProbedBackend(Backend):
+    """A backend whose support table is its own tools' verdict on one-node models."""
+
+    probe_label: str
+
+    def __init__(self) -> None:
+        self._prober = Prober(self.probe_label, self._probe)
+
+    def _probe(self, model: onnx.ModelProto) -> None:
+        raise NotImplementedError
+
+    def supports(
+        self,
+        node: onnx.NodeProto,
+        opset: int,
+        types: Mapping[str, ValueType] | None = None,
+        constants: Mapping[str, onnx.TensorProto] | None = None,
+    ) -> Support:
+        return self._prober.supports(node, opset, types, constants)

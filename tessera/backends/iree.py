@@ -7,12 +7,11 @@ from __future__ import annotations
 import functools
 import io
 import threading
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends._availability import library_availability
-from tessera.backends._probe import Prober
-from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
+from tessera.backends._probe import ProbedBackend
+from tessera.backends._protocol import BACKENDS, Compiled
 from tessera.errors import BackendUnavailableError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-    from tessera.ir import ValueType
 
 KIND = register_kind(
     "iree",
@@ -93,20 +91,10 @@ def _driver_for(device: str, threads: int) -> str:
     return "local-task"
 
 
-class IreeBackend(Backend):
+class IreeBackend(ProbedBackend):
     kind = KIND
-
-    def __init__(self) -> None:
-        self._prober = Prober("IREE", _probe)
-
-    def supports(
-        self,
-        node: onnx.NodeProto,
-        opset: int,
-        types: Mapping[str, ValueType] | None = None,
-        constants: Mapping[str, onnx.TensorProto] | None = None,
-    ) -> Support:
-        return self._prober.supports(node, opset, types, constants)
+    probe_label = "IREE"
+    _probe = staticmethod(_probe)
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         import iree.compiler as compiler

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends._availability import library_availability
-from tessera.backends._probe import Prober
-from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
+from tessera.backends._probe import ProbedBackend
+from tessera.backends._protocol import BACKENDS, Compiled
 from tessera.errors import CompileError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
@@ -18,7 +17,6 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-    from tessera.ir import ValueType
 
 KIND = register_kind(
     "openvino",
@@ -69,20 +67,10 @@ def _probe(model: onnx.ModelProto) -> None:
                        {"INFERENCE_NUM_THREADS": "1"})
 
 
-class OpenVinoBackend(Backend):
+class OpenVinoBackend(ProbedBackend):
     kind = KIND
-
-    def __init__(self) -> None:
-        self._prober = Prober("OpenVINO", _probe)
-
-    def supports(
-        self,
-        node: onnx.NodeProto,
-        opset: int,
-        types: Mapping[str, ValueType] | None = None,
-        constants: Mapping[str, onnx.TensorProto] | None = None,
-    ) -> Support:
-        return self._prober.supports(node, opset, types, constants)
+    probe_label = "OpenVINO"
+    _probe = staticmethod(_probe)
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         core = _core()

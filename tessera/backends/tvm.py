@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends._availability import library_availability
-from tessera.backends._probe import Prober
-from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
+from tessera.backends._probe import ProbedBackend
+from tessera.backends._protocol import BACKENDS, Compiled, Support
 from tessera.errors import BackendUnavailableError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
@@ -67,11 +67,10 @@ def _probe(model: onnx.ModelProto) -> None:
     build(model, Target("tvm"))
 
 
-class TvmBackend(Backend):
+class TvmBackend(ProbedBackend):
     kind = KIND
-
-    def __init__(self) -> None:
-        self._prober = Prober("TVM", _probe)
+    probe_label = "TVM"
+    _probe = staticmethod(_probe)
 
     def supports(
         self,
@@ -84,7 +83,7 @@ class TvmBackend(Backend):
             return Support(False, f"the TVM ONNX frontend has no {node.domain}.{node.op_type}")
         if node.op_type not in _converters():
             return Support(False, f"the TVM ONNX frontend has no converter for {node.op_type}")
-        return self._prober.supports(node, opset, types, constants)
+        return super().supports(node, opset, types, constants)
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         import tvm
