@@ -24,6 +24,7 @@ __all__ = [
     "compile",
     "errors",
     "load_model",
+    "partition",
 ]
 
 
@@ -37,4 +38,8 @@ def __getattr__(name: str) -> object:
         from tessera.runtime import compile
 
         return compile
+    if name == "partition":
+        from tessera.runtime import partition
+
+        return partition
     raise AttributeError(f"module 'tessera' has no attribute {name!r}")

@@ -63,7 +63,7 @@ def wrong_backend():  # type: ignore[no-untyped-def]
 
 
 def test_mixed_plan_with_fallback_and_the_numeric_guard(wrong_backend: Backend) -> None:
-    compiled = tessera.compile(mlp(), "test-wrong,onnxruntime")
+    compiled = tessera.compile(mlp(), "test-wrong,onnxruntime", partitioner="greedy")
     targets = [(p.target, p.nodes) for p in compiled.plan.partitions]
     # the guard caught the partition (relu, mm2) computing wrongly: it went to onnxruntime
     assert targets == [("test-wrong", ("mm1",)),
@@ -71,7 +71,8 @@ def test_mixed_plan_with_fallback_and_the_numeric_guard(wrong_backend: Backend) 
     assert "numeric guard" in compiled.plan.reasons["mm2"]["test-wrong"]
     assert "numeric guard" in compiled.plan.reasons["relu"]["test-wrong"]
     np.testing.assert_allclose(compiled.run(_feeds())["y"], _reference(), rtol=1e-5)
-    unguarded = tessera.compile(mlp(), "test-wrong,onnxruntime", numeric_guard=False)
+    unguarded = tessera.compile(mlp(), "test-wrong,onnxruntime", partitioner="greedy",
+                                numeric_guard=False)
     assert not np.allclose(unguarded.run(_feeds())["y"], _reference())
 
 
@@ -88,7 +89,7 @@ def test_fallback_off_lists_each_unsupported_node_and_every_reason(wrong_backend
 
 
 def test_plan_json_round_trip() -> None:
-    from tessera.partition import Plan
+    from tessera.placement import Plan
 
     plan = tessera.compile(mlp(), "onnxruntime").plan
     assert Plan.from_json(plan.to_json()) == plan

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
 from tessera.backends._schema import input_type_strings, schema_for
@@ -57,6 +58,14 @@ def _kernels(provider: str) -> dict[tuple[str, str], list[tuple[int, int, dict[s
     return table
 
 
+DEVIATIONS = (
+    dev.Deviation(("MaxUnpool",), "output_shape is not honoured",
+                  lambda facts: facts.has_input(2)),
+    dev.Deviation(("Resize",), "align_corners with scales uses the rounded output length",
+                  dev.resize_align_corners_with_scales),
+)
+
+
 class OnnxRuntimeBackend(Backend):
     kind = KIND
 
@@ -68,6 +77,9 @@ class OnnxRuntimeBackend(Backend):
         constants: Mapping[str, onnx.TensorProto] | None = None,
         device: str = "cpu",
     ) -> Support:
+        refusal = dev.first_deviation(DEVIATIONS, "ONNX Runtime", node, opset, types, constants)
+        if refusal is not None:
+            return refusal
         provider = _PROVIDERS[device]
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         kernels = _kernels(provider).get((domain, node.op_type))
@@ -118,19 +130,70 @@ class OnnxRuntimeBackend(Backend):
         if provider not in ort.get_available_providers():
             raise BackendUnavailableError(
                 f"ONNX Runtime here has no {provider}; install onnxruntime-gpu on a CUDA machine")
-        session = ort.InferenceSession(submodel.SerializeToString(), options,
-                                       providers=[provider])
-        return _OrtCompiled(self.name, submodel, target, session)
+        wide, widened = widen_boundary(submodel)
+        session = ort.InferenceSession(wide.SerializeToString(), options, providers=[provider])
+        return _OrtCompiled(self.name, submodel, target, session, widened)
 
 
 class _OrtCompiled(Compiled):
-    def __init__(self, backend: str, model: onnx.ModelProto, target: Target, session: Any):
+    def __init__(self, backend: str, model: onnx.ModelProto, target: Target, session: Any,
+                 widened: Mapping[str, str]) -> None:
         super().__init__(backend, model, target)
         self.session = session
+        self._widened = dict(widened)
         self._names = [o.name for o in self.outputs]
+        self._session_names = [_WIDE_OUT + n if n in widened else n for n in self._names]
+        self._dtypes = {s.name: s.dtype for s in (*self.inputs, *self.outputs)}
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return dict(zip(self._names, self.session.run(self._names, feeds), strict=True))
+        wide = {(_WIDE_IN + n if n in self._widened else n):
+                (v.astype(self._widened[n]) if n in self._widened else v)
+                for n, v in feeds.items()}
+        results = self.session.run(self._session_names, wide)
+        return {n: (r.astype(self._dtypes[n]) if n in self._widened else r)
+                for n, r in zip(self._names, results, strict=True)}
+
+
+# ONNX Runtime has kernels for these types, but its Python API cannot exchange them as numpy
+# (ml_dtypes) arrays. At the boundary they travel in a wider type that holds them exactly.
+_WIDER = {16: 1, 17: 1, 18: 1, 19: 1, 20: 1, 24: 1, 21: 2, 22: 3, 25: 2, 26: 3}
+_WIDE_IN, _WIDE_OUT = "tessera.wide_in/", "tessera.wide_out/"
+
+
+def widen_boundary(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
+    """`model` with narrow-typed inputs and outputs carried in a wider type through a Cast,
+    and the widened names with the numpy dtype they travel in."""
+    import onnx
+    from onnx import helper
+
+    weights = {t.name for t in model.graph.initializer}
+    narrow = {v.name: v.type.tensor_type.elem_type
+              for v in (*model.graph.input, *model.graph.output)
+              if v.name not in weights and v.type.tensor_type.elem_type in _WIDER}
+    if not narrow:
+        return model, {}
+    wide = onnx.ModelProto()
+    wide.CopyFrom(model)
+    graph = wide.graph
+    casts_in, casts_out = [], []
+    for value in graph.input:
+        if value.name in narrow:
+            casts_in.append(helper.make_node("Cast", [_WIDE_IN + value.name], [value.name],
+                                             to=value.type.tensor_type.elem_type))
+            value.name = _WIDE_IN + value.name
+            value.type.tensor_type.elem_type = _WIDER[narrow[value.name[len(_WIDE_IN):]]]
+    for value in graph.output:
+        if value.name in narrow:
+            wider = _WIDER[value.type.tensor_type.elem_type]
+            casts_out.append(helper.make_node("Cast", [value.name], [_WIDE_OUT + value.name],
+                                              to=wider))
+            value.name = _WIDE_OUT + value.name
+            value.type.tensor_type.elem_type = wider
+    nodes = [*casts_in, *graph.node, *casts_out]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return wide, {name: helper.tensor_dtype_to_np_dtype(_WIDER[t]).name
+                  for name, t in narrow.items()}
 
 
 def _allowed(constraints: dict[str, list[str]], params: list[str], index: int, type_str: str

@@ -7,15 +7,20 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any
 
+from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
-from tessera.backends._protocol import BACKENDS, Compiled
+from tessera.backends._protocol import BACKENDS, Compiled, Support
 from tessera.errors import CompileError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import numpy as np
     import onnx
+
+    from tessera.ir import ValueType
 
 
 KIND = register_kind(
@@ -67,10 +72,49 @@ def _probe(model: onnx.ModelProto) -> None:
                        {"INFERENCE_NUM_THREADS": "1"})
 
 
+DEVIATIONS = (
+    dev.Deviation(("*",), "the CPU plugin computes float64 as float32 (infinities saturate)",
+                  dev.any_type(frozenset({dev.FLOAT64}))),
+    dev.Deviation(("*",), "bfloat16 tensors come back as other types or wrong values",
+                  dev.any_type(frozenset({dev.BFLOAT16}))),
+    dev.Deviation(("*",), "the CPU plugin rejects float8/float4 tensors at run time",
+                  dev.any_type(dev.FLOAT8)),
+    dev.Deviation(("BitShift",), "signed shifts saturate where ONNX wraps",
+                  dev.any_type(dev.SIGNED_INTEGERS)),
+    dev.Deviation(("ReduceMax", "ReduceMin"), "a row of infinities reduces to the largest "
+                  "finite value, not to the infinity (masked attention rows)"),
+    dev.Deviation(("TopK",), "equal values are not ordered lower index first"),
+    dev.Deviation(("RoiAlign",), "mode=max follows an older definition",
+                  lambda facts: facts.attr("mode") == "max"),
+    dev.Deviation(("DynamicQuantizeLinear",), "rounds halves away from zero, not to even"),
+    dev.Deviation(("Tile",), "repeats given at run time give zeros",
+                  lambda facts: not facts.is_constant(1)),
+    dev.Deviation(("NonMaxSuppression",), "boxes whose overlap equals iou_threshold are "
+                  "suppressed; ONNX keeps them"),
+    dev.Deviation(("Resize",), "align_corners with scales uses the rounded output length",
+                  dev.resize_align_corners_with_scales),
+    dev.Deviation(("Attention",), "left_window_size and nonpad_kv_seqlen are not honoured",
+                  lambda facts: facts.attr("left_window_size") not in (None, -1)
+                  or facts.has_input(6)),
+)
+
+
 class OpenVinoBackend(ProbedBackend):
     kind = KIND
     probe_label = "OpenVINO"
     _probe = staticmethod(_probe)
+
+    def supports(
+        self,
+        node: onnx.NodeProto,
+        opset: int,
+        types: Mapping[str, ValueType] | None = None,
+        constants: Mapping[str, onnx.TensorProto] | None = None,
+    ) -> Support:
+        refusal = dev.first_deviation(DEVIATIONS, "OpenVINO", node, opset, types, constants)
+        if refusal is not None:  # a Support is falsy when refused: no `or` here
+            return refusal
+        return super().supports(node, opset, types, constants)
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         core = _core()

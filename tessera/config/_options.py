@@ -65,6 +65,13 @@ class FlowOptions:
     min_block_size: int = _option(
         1, "smallest number of nodes greedy placement gives a backend",
         cache_key=True, parse=_positive_int)
+    max_candidate_size: int = _option(
+        3, "collage: largest connected node set grown as a candidate (each target's maximal "
+        "regions and whole-model plans are candidates whatever this is)",
+        cache_key=True, parse=_positive_int)
+    foreign_costs: bool = _option(
+        False, "collage: use cost records measured on another machine fingerprint when this "
+        "machine has none", cache_key=True, parse=parse_bool)
     numeric_guard: bool = _option(
         True, "check each partition against the reference on random inputs; a backend that "
         "disagrees or fails gives that partition back and placement is redone",

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from tessera.runtime._compiled import CompiledModel, build_partitions, compile
+from tessera.runtime._place import partition
 
-__all__ = ["CompiledModel", "build_partitions", "compile"]
+__all__ = ["CompiledModel", "build_partitions", "compile", "partition"]

@@ -12,7 +12,8 @@ from tessera.backends._protocol import TensorSpec, check_inputs
 from tessera.config import CompilationConfig
 from tessera.errors import CompileError
 from tessera.ir import Model, bits, extract_submodel, load_model
-from tessera.partition import Plan, place_by_priority
+from tessera.placement import Plan
+from tessera.placement._pins import PinSpec
 from tessera.runtime._guard import check_partition
 from tessera.target import Target
 
@@ -53,23 +54,31 @@ class CompiledModel:
         return f"CompiledModel({self.plan.summary()})"
 
 
-def compile(model: Any, config: Any = None, **options: Any) -> CompiledModel:
+def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
+            **options: Any) -> CompiledModel:
     """Place `model` (a path, bytes or ModelProto) on the backends of `config` (anything
-    `CompilationConfig.create` takes) and compile every partition."""
+    `CompilationConfig.create` takes) and compile every partition. `pins` fix nodes to
+    targets (see `tessera.partition`)."""
+    from tessera.runtime._place import as_config, place
+
     loaded = model if isinstance(model, Model) else load_model(model)
-    if isinstance(config, CompilationConfig) and options:
-        config = CompilationConfig.create(config, **options)
-    elif not isinstance(config, CompilationConfig):
-        config = CompilationConfig.create(config if config is not None else "onnxruntime",
-                                          **options)
+    config = as_config(config, options)
     banned: dict[str, dict[str, str]] = {}
     while True:
-        plan = place_by_priority(loaded, config, banned)
-        parts, verdicts = build_partitions(loaded, plan, guard=config.options.numeric_guard)
+        plan, built = place(loaded, config, pins, banned)
+        if built is not None:
+            parts = built.parts
+            verdicts = guard_partitions(loaded, plan, parts) \
+                if config.options.numeric_guard else {}
+        else:
+            parts, verdicts = build_partitions(loaded, plan,
+                                               guard=config.options.numeric_guard)
         if not verdicts:
             return CompiledModel(loaded, config, plan, parts)
         for index, reason in verdicts.items():  # each round bans at least one pair: it ends
             part = plan.partitions[index]
+            if part.target == "reference":
+                continue
             for node in part.nodes:
                 banned.setdefault(node, {})[part.target] = reason
 
@@ -97,6 +106,19 @@ def build_partitions(model: Model, plan: Plan, *, guard: bool = False
             if verdict:
                 verdicts[i] = verdict
     return parts, verdicts
+
+
+def guard_partitions(model: Model, plan: Plan, parts: list[Compiled]) -> dict[int, str]:
+    """The numeric guard's verdicts on already built partitions."""
+    index = {name: i for i, name in enumerate(model.dataflow.names)}
+    verdicts = {}
+    for i, (part, compiled) in enumerate(zip(plan.partitions, parts, strict=True)):
+        if Target(part.target).kind.name != "reference":
+            submodel = extract_submodel(model, bits(index[n] for n in part.nodes))
+            verdict = check_partition(submodel, compiled)
+            if verdict:
+                verdicts[i] = verdict
+    return verdicts
 
 
 def _last_uses(plan: Plan, keep: list[str]) -> list[list[str]]:

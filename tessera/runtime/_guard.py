@@ -8,37 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from tessera import backends
 from tessera.backends import Compiled
+from tessera.backends._inputs import random_inputs
 from tessera.errors import TesseraError
 
 if TYPE_CHECKING:
-    import numpy as np
     import onnx
 
 RTOL, ATOL = 1e-3, 1e-4
-
-
-def random_inputs(compiled: Compiled, seed: int = 0) -> dict[str, np.ndarray] | None:
-    """Inputs of the partition's shapes, or None when some shape is not static."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for spec in compiled.inputs:
-        if spec.shape is None or not all(isinstance(d, int) for d in spec.shape):
-            return None
-        shape = tuple(int(d) for d in spec.shape)  # type: ignore[arg-type]
-        dtype = np.dtype(spec.dtype)
-        if dtype.kind == "f":
-            feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype.kind in "iu":
-            feeds[spec.name] = rng.integers(0, 2, shape).astype(dtype)
-        elif dtype.kind == "b":
-            feeds[spec.name] = rng.integers(0, 2, shape).astype(bool)
-        elif dtype.kind == "V":  # ml_dtypes: bfloat16, float8, int4, ...
-            feeds[spec.name] = rng.integers(-1, 2, shape).astype(np.float32).astype(dtype)
-        else:
-            return None
-    return feeds
 
 
 def check_partition(submodel: onnx.ModelProto, compiled: Compiled) -> str | None:

@@ -1,0 +1,35 @@
+"""Random inputs of a compiled partition's shapes: what the numeric guard and the cost
+measurements run on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tessera.backends._protocol import Compiled
+
+
+def random_inputs(compiled: Compiled, seed: int = 0) -> dict[str, np.ndarray] | None:
+    """Inputs of the partition's shapes, or None when some shape is not static."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for spec in compiled.inputs:
+        if spec.shape is None or not all(isinstance(d, int) for d in spec.shape):
+            return None
+        shape = tuple(int(d) for d in spec.shape)  # type: ignore[arg-type]
+        dtype = np.dtype(spec.dtype)
+        if dtype.kind == "f":
+            feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind in "iu":
+            feeds[spec.name] = rng.integers(0, 2, shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[spec.name] = rng.integers(0, 2, shape).astype(bool)
+        elif dtype.kind == "V":  # ml_dtypes: bfloat16, float8, int4, ...
+            feeds[spec.name] = rng.integers(-1, 2, shape).astype(np.float32).astype(dtype)
+        else:
+            return None
+    return feeds

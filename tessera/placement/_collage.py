@@ -1,0 +1,188 @@
+"""Collage placement: candidates from every target's support table, their measured costs
+(from the cost database when known), then the exact cheapest cover. Known plans (greedy, and
+each target alone) are candidates too, so the search's optimum is never worse than them under
+the cost model, and the cheapest of them is the search's upper bound."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from tessera import backends
+from tessera.ir import Model, NodeSet, members
+from tessera.placement._candidates import Candidate, generate
+from tessera.placement._costdb import Cost, CostDB, fingerprint
+from tessera.placement._greedy import place_greedy
+from tessera.placement._measure import MeasureSettings, measure
+from tessera.placement._plan import Plan, make_partitions
+from tessera.placement._search import cheapest_cover
+from tessera.placement._support import FALLBACK, SupportTable
+from tessera.target import Target
+
+Measurer = Callable[[Model, NodeSet, Target], Cost]
+
+
+def single_target_table(table: SupportTable, target: Target) -> SupportTable | None:
+    """The table with only `target` (and the fallback, and pins); None if it cannot cover."""
+    keep = {str(target), str(FALLBACK), *(str(t) for t in table.pinned.values())}
+    allowed = tuple(tuple(t for t in row if str(t) in keep) for row in table.allowed)
+    if not all(allowed):
+        return None
+    targets = tuple(t for t in table.targets if str(t) in keep)
+    return replace(table, targets=targets, allowed=allowed)
+
+
+def known_plans(model: Model, table: SupportTable, min_block_size: int) -> dict[str, Plan]:
+    """The greedy plan and each target's single-target plan, by name."""
+    plans = {"greedy": place_greedy(model, table, min_block_size)}
+    for target in table.targets:
+        alone = single_target_table(table, target)
+        if alone is not None and str(target) != str(FALLBACK):
+            plans[f"only {target}"] = place_greedy(model, alone, 1)
+    return plans
+
+
+def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
+                  max_candidate_size: int = 3, min_block_size: int = 1,
+                  foreign_costs: bool = False,
+                  measurer: Measurer | None = None) -> tuple[Plan, dict[str, Plan]]:
+    """The searched plan and the known plans it was bounded by (with their modelled costs)."""
+    flow = model.dataflow
+    plans = known_plans(model, table, min_block_size)
+    index = {name: i for i, name in enumerate(flow.names)}
+    extra = [Candidate(_mask(p.nodes, index), Target(p.target))
+             for plan in plans.values() for p in plan.partitions]
+    candidates = generate(flow, table, max_candidate_size, extra)
+    run = measurer or (lambda m, mask, t: measure(m, mask, t, MeasureSettings()))
+    costs, stats = _costs(model, candidates, db, run, foreign_costs)
+    usable = [(c, costs[i]) for i, c in enumerate(candidates) if costs[i].ok]
+    bounded = {name: _plan_cost(plan, index, costs, candidates) for name, plan in plans.items()}
+    bound = min(bounded.values(), default=math.inf)
+    start = time.perf_counter()
+    result = cheapest_cover(len(flow), _preds(model),
+                            [(c.mask, float(cost.ms or 0.0)) for c, cost in usable], bound)
+    stats["search_seconds"] = round(time.perf_counter() - start, 4)
+    stats.update(states=result.states, pruned=result.pruned, modelled_ms=result.cost,
+                 bound_ms=None if bound == math.inf else bound)
+    chosen = [usable[i] for i in result.chosen]
+    parts = make_partitions(flow, [(c.mask, c.target, cost.ms) for c, cost in chosen])
+    decisions = _decisions(model, table, chosen, candidates, costs)
+    priced = {name: replace(plan, partitions=tuple(
+        replace(p, cost_ms=_lookup(p.nodes, p.target, index, costs, candidates))
+        for p in plan.partitions)) for name, plan in plans.items()}
+    return Plan(parts, "collage", table.reasons, decisions, stats), priced
+
+
+def _costs(model: Model, candidates: list[Candidate], db: CostDB | None, run: Measurer,
+           foreign: bool) -> tuple[list[Cost], dict[str, object]]:
+    """Each candidate's cost, measured target by target (in blocks: a spinning pool of one
+    backend must not slow the next one's measurements)."""
+    costs: list[Cost | None] = [None] * len(candidates)
+    hits = measured = 0
+    spent = 0.0
+    order = sorted(range(len(candidates)), key=lambda i: str(candidates[i].target))
+    keys: dict[str, tuple[str, str]] = {}
+    memo: dict[tuple[str, str], Cost] = {}
+    for i in order:
+        candidate = candidates[i]
+        target = candidate.target
+        if str(target) not in keys:
+            version = backends.get(target.kind.name).is_available().version
+            keys[str(target)] = (target.tuning_key(), fingerprint(target.kind.name, version))
+        tuning, finger = keys[str(target)]
+        structure = model.structural_hash(candidate.mask)
+        known = memo.get((tuning, structure))
+        if known is None and db is not None:
+            known = db.get(tuning, structure, finger)
+            if known is None and foreign:
+                known = db.get_foreign(tuning, structure)
+            hits += known is not None
+        elif known is not None:
+            hits += 1
+        if known is None:
+            began = time.perf_counter()
+            known = run(model, candidate.mask, target)
+            spent += time.perf_counter() - began
+            measured += 1
+            if db is not None:
+                db.put(tuning, structure, finger, known)
+        memo[(tuning, structure)] = known
+        costs[i] = known
+    stats: dict[str, object] = {"candidates": len(candidates), "measurements": measured,
+                                "cache_hits": hits, "measure_seconds": round(spent, 3)}
+    return [c for c in costs if c is not None], stats
+
+
+def _mask(nodes: tuple[str, ...], index: dict[str, int]) -> NodeSet:
+    mask = 0
+    for name in nodes:
+        mask |= 1 << index[name]
+    return mask
+
+
+def _lookup(nodes: tuple[str, ...], target: str, index: dict[str, int], costs: list[Cost],
+            candidates: list[Candidate]) -> float | None:
+    mask = _mask(nodes, index)
+    for c, cost in zip(candidates, costs, strict=True):
+        if c.mask == mask and str(c.target) == target and cost.ok:
+            return cost.ms
+    return None
+
+
+def _plan_cost(plan: Plan, index: dict[str, int], costs: list[Cost],
+               candidates: list[Candidate]) -> float:
+    total = 0.0
+    for p in plan.partitions:
+        cost = _lookup(p.nodes, p.target, index, costs, candidates)
+        if cost is None:
+            return math.inf
+        total += cost
+    return total
+
+
+def _preds(model: Model) -> list[NodeSet]:
+    flow = model.dataflow
+    out = []
+    for producers in flow.producers:
+        mask = 0
+        for p in producers:
+            mask |= 1 << p
+        out.append(mask)
+    return out
+
+
+def _decisions(model: Model, table: SupportTable, chosen: list[tuple[Candidate, Cost]],
+               candidates: list[Candidate], costs: list[Cost]) -> dict[str, str]:
+    """Why each node went where it did: pinned, the only target that runs it, or cheaper
+    than the same nodes on another target (when that was measured)."""
+    flow = model.dataflow
+    same: dict[NodeSet, list[tuple[str, Cost]]] = {}
+    for c, cost in zip(candidates, costs, strict=True):
+        same.setdefault(c.mask, []).append((str(c.target), cost))
+    decisions = {}
+    for candidate, cost in chosen:
+        rivals = [(t, k) for t, k in same.get(candidate.mask, []) if t != str(candidate.target)]
+        for i in members(candidate.mask):
+            name = flow.names[i]
+            if i in table.pinned:
+                decisions[name] = f"pinned to {candidate.target}"
+            elif len(table.allowed[i]) == 1:
+                decisions[name] = f"only {candidate.target} runs it"
+            else:
+                decisions[name] = _compare(str(candidate.target), cost, rivals)
+    return decisions
+
+
+def _compare(target: str, cost: Cost, rivals: list[tuple[str, Cost]]) -> str:
+    here = f"collage: {target} ({cost.ms:.3f} ms for its partition)"
+    valid = [(t, k) for t, k in rivals if k.ok]
+    if not valid:
+        return here + "; no other target ran the same nodes"
+    best_t, best = min(valid, key=lambda r: float(r[1].ms or 0.0))
+    delta = float(best.ms or 0.0) - float(cost.ms or 0.0)
+    if delta >= 0:
+        return here + f"; cheaper than {best_t} by {delta:.3f} ms"
+    return here + (f"; {best_t} is {-delta:.3f} ms faster on these nodes alone, but the "
+                   "cover as a whole is cheaper this way")

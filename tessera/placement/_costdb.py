@@ -1,0 +1,181 @@
+"""Measured costs, kept in SQLite under the cache directory (or at `TESSERA_COST_DB`). A record's key is the target's
+tuning key, the subgraph's structural hash and the machine fingerprint (CPU model, core count,
+the backend library's version). WAL mode lets concurrent compiles write without losing
+records; an insert never replaces a newer record."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tessera._private.cache import cache_dir
+from tessera.errors import TesseraError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS costs (
+    tuning_key TEXT NOT NULL,
+    structure TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    ms REAL,                -- NULL: the candidate cannot run there (see invalid)
+    spread REAL NOT NULL,
+    samples INTEGER NOT NULL,
+    invalid TEXT,
+    measured_at REAL NOT NULL,
+    PRIMARY KEY (tuning_key, structure, fingerprint)
+)"""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Median latency in ms, its spread (max - min of the samples) and the sample count; or
+    an invalid cost with the reason the candidate cannot run on its target."""
+
+    ms: float | None
+    spread: float = 0.0
+    samples: int = 0
+    invalid: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.invalid is None and self.ms is not None
+
+    @classmethod
+    def failed(cls, reason: str) -> Cost:
+        return cls(None, 0.0, 0, reason)
+
+
+@dataclass(frozen=True)
+class Record:
+    tuning_key: str
+    structure: str
+    fingerprint: str
+    cost: Cost
+    measured_at: float
+
+    def to_json(self) -> str:
+        return json.dumps({"tuning_key": self.tuning_key, "structure": self.structure,
+                           "fingerprint": self.fingerprint, **asdict(self.cost),
+                           "measured_at": self.measured_at}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, line: str) -> Record:
+        data = json.loads(line)
+        return cls(data["tuning_key"], data["structure"], data["fingerprint"],
+                   Cost(data["ms"], data["spread"], data["samples"], data["invalid"]),
+                   float(data["measured_at"]))
+
+
+@functools.cache
+def machine() -> str:
+    """CPU model and core count; the backend library's version is added per record."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}; {os.cpu_count()} cores"
+
+
+def fingerprint(library: str, version: str | None) -> str:
+    return f"{machine()}; {library} {version or 'unknown'}"
+
+
+class CostDB:
+    """One SQLite file. Safe across threads and processes."""
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        if path is None:
+            path = os.environ.get("TESSERA_COST_DB") or cache_dir("costs") / "costs.sqlite"
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            with self._connect() as db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(_SCHEMA)
+        except sqlite3.Error as err:
+            raise TesseraError(f"cost database {self.path} cannot be opened: {err}; delete "
+                               "it or set TESSERA_CACHE to another directory") from err
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+
+    def get(self, tuning_key: str, structure: str, fingerprint: str) -> Cost | None:
+        with self._lock, self._connect() as db:
+            row = db.execute(
+                "SELECT ms, spread, samples, invalid FROM costs WHERE tuning_key=? AND "
+                "structure=? AND fingerprint=?", (tuning_key, structure, fingerprint)
+            ).fetchone()
+        return Cost(*row) if row else None
+
+    def get_foreign(self, tuning_key: str, structure: str) -> Cost | None:
+        """The newest record from any machine: used only when the caller asks for it."""
+        with self._lock, self._connect() as db:
+            row = db.execute(
+                "SELECT ms, spread, samples, invalid FROM costs WHERE tuning_key=? AND "
+                "structure=? ORDER BY measured_at DESC LIMIT 1", (tuning_key, structure)
+            ).fetchone()
+        return Cost(*row) if row else None
+
+    def put(self, tuning_key: str, structure: str, fingerprint: str, cost: Cost,
+            measured_at: float | None = None) -> None:
+        self.put_many([Record(tuning_key, structure, fingerprint, cost,
+                              time.time() if measured_at is None else measured_at)])
+
+    def put_many(self, records: Iterable[Record]) -> int:
+        """Insert records, keeping the newer of two for one key. Returns how many landed."""
+        rows = [(r.tuning_key, r.structure, r.fingerprint, r.cost.ms, r.cost.spread,
+                 r.cost.samples, r.cost.invalid, r.measured_at) for r in records]
+        with self._lock, self._connect() as db:
+            before = db.total_changes
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany(
+                "INSERT INTO costs VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tuning_key, structure, fingerprint) DO UPDATE SET "
+                "ms=excluded.ms, spread=excluded.spread, samples=excluded.samples, "
+                "invalid=excluded.invalid, measured_at=excluded.measured_at "
+                "WHERE excluded.measured_at > costs.measured_at", rows)
+            db.execute("COMMIT")
+            return db.total_changes - before
+
+    def records(self) -> Iterator[Record]:
+        with self._lock, self._connect() as db:
+            rows = db.execute("SELECT * FROM costs ORDER BY tuning_key, structure, "
+                              "fingerprint").fetchall()
+        for key, structure, finger, ms, spread, samples, invalid, at in rows:
+            yield Record(key, structure, finger, Cost(ms, spread, samples, invalid), at)
+
+    def export(self, path: Path | str) -> int:
+        from tessera._private.cache import atomic_write_bytes
+
+        lines = [r.to_json() for r in self.records()]
+        atomic_write_bytes(Path(path), ("\n".join(lines) + "\n" if lines else "").encode())
+        return len(lines)
+
+    def import_(self, path: Path | str) -> int:
+        records = []
+        for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(Record.from_json(line))
+            except (ValueError, KeyError, TypeError) as err:
+                raise TesseraError(f"{path}:{number}: not a tessera cost record: {err}") from err
+        return self.put_many(records)
+
+    def describe(self) -> dict[str, Any]:
+        with self._lock, self._connect() as db:
+            count = db.execute("SELECT COUNT(*) FROM costs").fetchone()[0]
+        return {"path": str(self.path), "records": count}

@@ -1,0 +1,54 @@
+"""Measuring a candidate: compile its submodel on its target, run it on random inputs of its
+shapes, warm up, then take the median of several timed runs. The run is exactly what the
+executor does at a partition (numpy in, numpy out), so the handoff of tensors across the
+partition's boundary is part of what is measured."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+from tessera import backends
+from tessera.backends._inputs import random_inputs
+from tessera.errors import TesseraError
+from tessera.ir import Model, NodeSet, extract_submodel
+from tessera.placement._costdb import Cost
+from tessera.target import Target
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    warmup: int = 2
+    min_runs: int = 5
+    max_runs: int = 25
+    budget_s: float = 0.25  # per candidate, once min_runs are done
+
+
+def measure(model: Model, mask: NodeSet, target: Target,
+            settings: MeasureSettings = MeasureSettings()) -> Cost:
+    try:
+        submodel = extract_submodel(model, mask)
+        compiled = backends.get(target.kind.name).compile(submodel, target)
+        feeds = random_inputs(compiled)
+        if feeds is None:
+            return Cost.failed("inputs have no static shape to measure with")
+        for _ in range(settings.warmup):
+            compiled.run(feeds)
+        samples: list[float] = []
+        start = time.perf_counter()
+        while len(samples) < settings.max_runs and (
+                len(samples) < settings.min_runs
+                or time.perf_counter() - start < settings.budget_s):
+            began = time.perf_counter()
+            compiled.run(feeds)
+            samples.append((time.perf_counter() - began) * 1e3)
+    except TesseraError as err:
+        return Cost.failed(_line(err))
+    except Exception as err:  # a backend's own failure must not end the compile
+        return Cost.failed(f"{type(err).__name__}: {_line(err)}")
+    return Cost(statistics.median(samples), max(samples) - min(samples), len(samples))
+
+
+def _line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:200]

@@ -1,0 +1,59 @@
+"""Pins: hard placement constraints, by node name, by a regex over names, or by the node's
+ONNX metadata_props entry `tessera.target`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tessera._private.registry import did_you_mean
+from tessera.errors import PartitionError
+from tessera.ir import DataflowGraph
+from tessera.target import Target
+
+METADATA_KEY = "tessera.target"
+PinSpec = Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None
+
+
+def resolve_pins(flow: DataflowGraph, pins: PinSpec) -> dict[int, Target]:
+    """Node index -> pinned target. Keys are node names, `re.Pattern`s or 're:<regex>'
+    strings (full match); node metadata pins come first and explicit pins override them."""
+    found: dict[int, Target] = {}
+    for i, node in enumerate(flow.nodes):
+        for prop in node.metadata_props:
+            if prop.key == METADATA_KEY:
+                found[i] = _target(prop.value, f"metadata of node {flow.names[i]!r}")
+    items = list(pins.items()) if isinstance(pins, Mapping) else list(pins or [])
+    by_name = {name: i for i, name in enumerate(flow.names)}
+    explicit: dict[int, tuple[str, Target]] = {}
+    for key, value in items:
+        target = _target(value, f"pin {key!r}")
+        pattern = key if isinstance(key, re.Pattern) else (
+            re.compile(key[3:]) if isinstance(key, str) and key.startswith("re:") else None)
+        if pattern is not None:
+            hits = [i for i, name in enumerate(flow.names) if pattern.fullmatch(name)]
+        elif isinstance(key, str) and key in by_name:
+            hits = [by_name[key]]
+        else:
+            raise PartitionError(
+                f"pin {key!r} names no node{did_you_mean(str(key), flow.names)}; use a node "
+                "name, or 're:<regex>' to match several")
+        if not hits:
+            raise PartitionError(f"pin {key!r} matches no node name")
+        for i in hits:
+            previous = explicit.get(i)
+            if previous is not None and previous[1] != target:
+                raise PartitionError(
+                    f"node {flow.names[i]!r} is pinned to both {str(previous[1])!r} (by "
+                    f"{previous[0]!r}) and {str(target)!r} (by {key!r})")
+            explicit[i] = (str(key), target)
+    found.update({i: target for i, (_, target) in explicit.items()})
+    return dict(sorted(found.items()))
+
+
+def _target(value: Any, where: str) -> Target:
+    try:
+        return value if isinstance(value, Target) else Target(value)
+    except Exception as err:
+        raise PartitionError(f"{where}: {value!r} is not a target: {err}") from err

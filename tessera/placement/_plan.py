@@ -1,0 +1,98 @@
+"""The Plan: which backend target runs which nodes, in execution order, with measured costs
+and the statistics of the search. A value type: frozen, JSON round-trippable, and the thing
+`explain` and artifacts are made of."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tessera.errors import PartitionError
+from tessera.ir import DataflowGraph, NodeSet, members
+from tessera.target import Target
+
+
+@dataclass(frozen=True)
+class Partition:
+    target: str  # canonical target string
+    nodes: tuple[str, ...]  # node names, in topological order
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    cost_ms: float | None = None  # measured latency of this partition alone, when known
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "nodes": list(self.nodes), "inputs": list(self.inputs),
+                "outputs": list(self.outputs), "cost_ms": self.cost_ms}
+
+
+@dataclass(frozen=True)
+class Plan:
+    partitions: tuple[Partition, ...]
+    partitioner: str
+    # node name -> target -> why that backend does (not) run it; what `explain` shows
+    reasons: dict[str, dict[str, str]] = field(default_factory=dict, compare=False)
+    # node name -> why it went where it did (pinned, first in priority, cheaper by ...)
+    decisions: dict[str, str] = field(default_factory=dict, compare=False)
+    # candidates, measurements, cache_hits, search_seconds, measure_seconds, ...
+    stats: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def targets(self) -> list[str]:
+        return list(dict.fromkeys(p.target for p in self.partitions))
+
+    @property
+    def cost_ms(self) -> float | None:
+        costs = [p.cost_ms for p in self.partitions]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    @property
+    def boundaries(self) -> list[tuple[str, int, int]]:
+        """(value, producing partition, consuming partition) for every handoff."""
+        made = {v: i for i, p in enumerate(self.partitions) for v in p.outputs}
+        return [(v, made[v], j) for j, p in enumerate(self.partitions) for v in p.inputs
+                if v in made]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": 2, "partitioner": self.partitioner,
+                "partitions": [p.to_dict() for p in self.partitions],
+                "boundaries": [list(b) for b in self.boundaries],
+                "stats": self.stats, "decisions": self.decisions, "reasons": self.reasons}
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        try:
+            data = json.loads(text)
+            parts = tuple(Partition(p["target"], tuple(p["nodes"]), tuple(p["inputs"]),
+                                    tuple(p["outputs"]), p.get("cost_ms"))
+                          for p in data["partitions"])
+            return cls(parts, data["partitioner"], dict(data.get("reasons", {})),
+                       dict(data.get("decisions", {})), dict(data.get("stats", {})))
+        except (ValueError, KeyError, TypeError) as err:
+            raise PartitionError(f"not a tessera plan: {type(err).__name__}: {err}") from err
+
+    def summary(self) -> str:
+        total = self.cost_ms
+        lines = [f"{len(self.partitions)} partition(s), partitioner {self.partitioner}"
+                 + (f", {total:.3f} ms measured" if total is not None else "")]
+        for i, p in enumerate(self.partitions):
+            cost = f", {p.cost_ms:.3f} ms" if p.cost_ms is not None else ""
+            lines.append(f"  [{i}] {p.target}: {len(p.nodes)} node(s){cost} "
+                         f"({', '.join(p.nodes[:3])}{', ...' if len(p.nodes) > 3 else ''})")
+        return "\n".join(lines)
+
+
+def make_partitions(flow: DataflowGraph,
+                    groups: Sequence[tuple[NodeSet, Target | str, float | None]]
+                    ) -> tuple[Partition, ...]:
+    """Partitions from (node set, target, cost) in execution order."""
+    parts = []
+    for mask, target, cost in groups:
+        inputs, outputs = flow.boundary(mask)
+        parts.append(Partition(str(target), tuple(flow.names[i] for i in members(mask)),
+                               tuple(inputs), tuple(outputs), cost))
+    return tuple(parts)

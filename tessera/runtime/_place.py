@@ -1,0 +1,128 @@
+"""`tessera.partition`: choose a plan. Greedy places by priority; Collage searches measured
+candidates, and then its plan is timed end to end against the greedy plan and the best
+single-target plan, and the fastest is kept: the search never hands out a slower plan than
+those, within the noise of the measurement."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from tessera.backends._inputs import random_inputs
+from tessera.config import CompilationConfig
+from tessera.ir import Model, load_model
+from tessera.placement import (
+    CostDB,
+    Plan,
+    SupportTable,
+    place_collage,
+    place_greedy,
+    resolve_pins,
+)
+from tessera.placement._pins import PinSpec
+from tessera.placement._support import Banned
+
+
+def as_config(config: Any, options: Mapping[str, Any]) -> CompilationConfig:
+    if isinstance(config, CompilationConfig):
+        return CompilationConfig.create(config, **options) if options else config
+    return CompilationConfig.create(config if config is not None else "onnxruntime", **options)
+
+
+def partitioner_for(config: CompilationConfig) -> str:
+    chosen = config.options.partitioner
+    if chosen == "auto":
+        return "collage" if len(config.priority) > 1 else "greedy"
+    return chosen
+
+
+def partition(model: Any, config: Any = None, partitioner: str | None = None,
+              pins: PinSpec = None, **options: Any) -> Plan:
+    """The plan for `model` (a path, bytes, ModelProto or loaded Model) on `config`'s
+    targets. `partitioner` is 'collage' or 'greedy' (default: the config's, where 'auto' is
+    collage with several targets); `pins` maps node names or 're:<regex>' to targets."""
+    if partitioner is not None:
+        options = {**options, "partitioner": partitioner}
+    loaded = model if isinstance(model, Model) else load_model(model)
+    return place(loaded, as_config(config, options), pins)[0]
+
+
+def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
+          banned: Banned | None = None) -> tuple[Plan, Any]:
+    """The plan, and its CompiledModel when the end-to-end guard already built it."""
+    flow_options = config.options
+    table = SupportTable.build(model, config, banned, resolve_pins(model.dataflow, pins))
+    if partitioner_for(config) == "greedy":
+        return place_greedy(model, table, flow_options.min_block_size), None
+    searched, known = place_collage(
+        model, table, db=CostDB(), max_candidate_size=flow_options.max_candidate_size,
+        min_block_size=flow_options.min_block_size, foreign_costs=flow_options.foreign_costs)
+    return _keep_fastest(model, config, searched, known)
+
+
+def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
+                  known: Mapping[str, Plan]) -> tuple[Plan, Any]:
+    from tessera.runtime._compiled import CompiledModel, build_partitions
+
+    singles = {n: p for n, p in known.items() if n.startswith("only ")}
+    rivals = {"collage": searched, "greedy": known["greedy"]}
+    if singles:
+        best = min(singles, key=lambda n: _modelled(singles[n]))
+        rivals[best] = singles[best]
+    timings: dict[str, float | str] = {}
+    built: dict[str, Any] = {}
+    seen: dict[tuple[Any, ...], str] = {}
+    for name, plan in rivals.items():
+        shape = tuple((p.target, p.nodes) for p in plan.partitions)
+        if shape in seen:  # the same plan: time it once
+            timings[name] = f"same plan as {seen[shape]}"
+            continue
+        seen[shape] = name
+        parts, failures = build_partitions(model, plan)
+        if failures:
+            timings[name] = "failed to build: " + "; ".join(failures.values())[:200]
+            continue
+        compiled = CompiledModel(model, config, plan, parts)
+        timings[name] = _latency(compiled)
+        built[name] = compiled
+    measured = {n: t for n, t in timings.items() if isinstance(t, float)}
+    if not measured:
+        return searched, None
+    # ties favour the search's plan, then greedy: the order of `rivals`
+    winner = min(measured, key=lambda n: (measured[n], list(rivals).index(n)))
+    chosen = rivals[winner]
+    stats = {**searched.stats, "end_to_end_ms": timings, "kept": winner}
+    plan = replace(chosen, partitioner="collage", stats=stats,
+                   decisions={**chosen.decisions, **(
+                       {} if winner == "collage" else
+                       {n: f"{d}; kept from the {winner} plan, faster end to end"
+                        for n, d in chosen.decisions.items()})},
+                   reasons=searched.reasons)
+    compiled = built[winner]
+    compiled.plan = plan
+    return plan, compiled
+
+
+def _modelled(plan: Plan) -> float:
+    cost = plan.cost_ms
+    return float("inf") if cost is None else cost
+
+
+def _latency(compiled: Any, warmup: int = 2, runs: int = 7, budget_s: float = 1.0) -> float:
+    feeds = random_inputs(compiled)
+    if feeds is None:
+        return float("inf")
+    for _ in range(warmup):
+        compiled.run(feeds)
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < runs or (time.perf_counter() - start < budget_s and len(samples) < 50):
+        began = time.perf_counter()
+        compiled.run(feeds)
+        samples.append((time.perf_counter() - began) * 1e3)
+        if time.perf_counter() - start > 4 * budget_s:
+            break
+    return round(statistics.median(samples), 4)
