@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from tessera.ir import DataflowGraph, NodeSet, members
 from tessera.placement._groups import GroupGraph, fuse
-from tessera.placement._support import SupportTable
+from tessera.placement._support import FALLBACK, SupportTable
 from tessera.target import Target
 
 _GROWN_PER_SEED = 64  # bounds the enumeration around very wide nodes
@@ -30,7 +30,9 @@ def generate(flow: DataflowGraph, table: SupportTable, max_size: int,
         found.setdefault((str(target), mask), Candidate(mask, target))
 
     for target in table.targets:
-        mine = [i for i in range(len(flow)) if target in table.allowed[i]]
+        # the reference is slow everywhere: it is a candidate only where nothing else runs
+        mine = [i for i in range(len(flow)) if target in table.allowed[i]
+                and (target != FALLBACK or table.allowed[i] == (FALLBACK,))]
         allowed = 0
         for i in mine:
             allowed |= 1 << i

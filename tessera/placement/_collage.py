@@ -57,6 +57,11 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     candidates = generate(flow, table, max_candidate_size, extra)
     run = measurer or (lambda m, mask, t: measure(m, mask, t, MeasureSettings()))
     costs, stats = _costs(model, candidates, db, run, foreign_costs)
+    rescue = _uncovered_fallbacks(len(flow), table, candidates, costs)
+    if rescue:  # every candidate of these nodes failed to run: the reference takes them
+        more, more_stats = _costs(model, rescue, db, run, foreign_costs)
+        candidates, costs = candidates + rescue, costs + more
+        stats = {k: v + more_stats[k] for k, v in stats.items()}  # type: ignore[operator]
     usable = [(c, costs[i]) for i, c in enumerate(candidates) if costs[i].ok]
     bounded = {name: _plan_cost(plan, index, costs, candidates) for name, plan in plans.items()}
     bound = min(bounded.values(), default=math.inf)
@@ -113,6 +118,17 @@ def _costs(model: Model, candidates: list[Candidate], db: CostDB | None, run: Me
     stats: dict[str, object] = {"candidates": len(candidates), "measurements": measured,
                                 "cache_hits": hits, "measure_seconds": round(spent, 3)}
     return [c for c in costs if c is not None], stats
+
+
+def _uncovered_fallbacks(count: int, table: SupportTable, candidates: list[Candidate],
+                         costs: list[Cost]) -> list[Candidate]:
+    covered = 0
+    for candidate, cost in zip(candidates, costs, strict=True):
+        if cost.ok:
+            covered |= candidate.mask
+    return [Candidate(1 << i, FALLBACK) for i in range(count)
+            if not covered >> i & 1 and FALLBACK in table.allowed[i]
+            and Candidate(1 << i, FALLBACK) not in candidates]
 
 
 def _mask(nodes: tuple[str, ...], index: dict[str, int]) -> NodeSet:

@@ -1,0 +1,90 @@
+"""The cost database: persistence, concurrent writers, JSON-lines export/import that never
+overwrites newer records, and records of other machines used only when asked."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from tessera.errors import TesseraError
+from tessera.ir import NodeSet
+from tessera.placement import Cost, CostDB, Record, SupportTable, place_collage
+from tessera.placement._costdb import fingerprint
+from tessera.target import Target
+
+
+def _writer(path: str, worker: int) -> None:
+    db = CostDB(path)
+    for i in range(150):
+        db.put("onnxruntime:k", f"s{worker}-{i}", "fp", Cost(float(i), 0.1, 5))
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.sqlite")
+    CostDB(path)
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_writer, args=(path, w)) for w in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+        assert w.exitcode == 0
+    assert CostDB(path).describe()["records"] == 300
+
+
+def test_export_import_round_trip_keeps_newer_records(tmp_path: Path) -> None:
+    a, b = CostDB(tmp_path / "a.sqlite"), CostDB(tmp_path / "b.sqlite")
+    a.put("ort:1", "s", "fp", Cost(1.0, 0.1, 5), measured_at=100.0)
+    a.put("ort:1", "t", "fp", Cost.failed("no kernel"), measured_at=100.0)
+    assert a.export(tmp_path / "r.jsonl") == 2
+    b.put("ort:1", "s", "fp", Cost(9.0, 0.1, 5), measured_at=200.0)  # newer: stays
+    assert b.import_(tmp_path / "r.jsonl") == 1
+    assert b.get("ort:1", "s", "fp") == Cost(9.0, 0.1, 5)
+    assert b.get("ort:1", "t", "fp") == Cost.failed("no kernel")
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert [Record.from_json(line) for line in lines] == list(a.records())
+
+
+def test_a_bad_records_file_names_the_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.jsonl").write_text('{"tuning_key": "x"}\n')
+    with pytest.raises(TesseraError, match=r"bad.jsonl:1: not a tessera cost record"):
+        CostDB(tmp_path / "c.sqlite").import_(tmp_path / "bad.jsonl")
+
+
+def test_other_machines_records_are_used_only_when_asked(tmp_path: Path) -> None:
+    from tessera import zoo
+    from tessera.ir import load_model
+
+    model = load_model(zoo.export("mlp", 1))
+    table = SupportTable.build(model, __import__("tessera").CompilationConfig.create(
+        ["onnxruntime"]))
+    db = CostDB(tmp_path / "c.sqlite")
+    calls: list[NodeSet] = []
+
+    def synthetic(m: object, mask: NodeSet, target: Target) -> Cost:  # SYNTHETIC costs
+        calls.append(mask)
+        return Cost(float(bin(mask).count("1")) ** 0.5, 0.0, 1)
+
+    place_collage(model, table, db=db, measurer=synthetic)
+    first = len(calls)
+    foreign = CostDB(tmp_path / "foreign.sqlite")
+    foreign.put_many(Record(r.tuning_key, r.structure, "another machine", r.cost,
+                            r.measured_at) for r in db.records())
+    calls.clear()
+    place_collage(model, table, db=foreign, measurer=synthetic)
+    assert len(calls) == first  # not used by default: measured again
+    assert {r.fingerprint for r in foreign.records()} == {
+        "another machine", fingerprint("onnxruntime", _ort_version())}
+    calls.clear()
+    fresh = CostDB(tmp_path / "foreign2.sqlite")
+    fresh.put_many(r for r in foreign.records() if r.fingerprint == "another machine")
+    plan, _ = place_collage(model, table, db=fresh, measurer=synthetic, foreign_costs=True)
+    assert calls == [] and plan.stats["measurements"] == 0
+
+
+def _ort_version() -> str | None:
+    from tessera import backends
+
+    return backends.get("onnxruntime").is_available().version

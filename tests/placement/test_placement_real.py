@@ -1,0 +1,112 @@
+"""Placement with real backends (onnxruntime, openvino, torch) on the bundled models: plans
+run and match the reference, pins hold, costs persist, and the end-to-end guard keeps the
+fastest of the searched, greedy and best single-target plans."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import tessera
+from tessera import backends, zoo
+from tessera.errors import PartitionError
+from tessera.placement import METADATA_KEY, Plan
+
+TARGETS = [t for t in ("onnxruntime", "openvino", "torch")
+           if backends.get(t).is_available().ok]
+pytestmark = pytest.mark.skipif(len(TARGETS) < 2, reason="needs two real backends")
+
+
+@pytest.fixture(autouse=True)
+def cost_db(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+            ) -> Iterator[Path]:
+    path = tmp_path_factory.getbasetemp() / "costs.sqlite"  # shared by this module's tests
+    monkeypatch.setenv("TESSERA_COST_DB", str(path))
+    yield path
+
+
+def reference_outputs(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    feeds = zoo.example_inputs(name)
+    model = onnx.load(zoo.export(name, 1))
+    return feeds, backends.get("reference").compile(model).run(feeds)
+
+
+def assert_matches_reference(compiled: tessera.runtime.CompiledModel, name: str) -> None:
+    feeds, want = reference_outputs(name)
+    got = compiled.run(feeds)
+    for key, value in want.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["mlp", "resnet-tiny"])
+def test_collage_plan_runs_and_matches_the_reference(name: str) -> None:
+    compiled = tessera.compile(zoo.export(name, 1), TARGETS)
+    plan = compiled.plan
+    assert plan.partitioner == "collage"
+    assert {"candidates", "measurements", "cache_hits", "search_seconds"} <= set(plan.stats)
+    assert plan.stats["candidates"] >= len(compiled.model.dataflow) * len(TARGETS) // 2
+    assert all(p.cost_ms is not None and p.cost_ms > 0 for p in plan.partitions)
+    assert_matches_reference(compiled, name)
+    assert Plan.from_json(plan.to_json()) == plan
+
+
+def test_second_compile_makes_no_measurements() -> None:
+    path = zoo.export("mlp", 1)
+    tessera.partition(path, TARGETS)
+    again = tessera.partition(path, TARGETS)
+    assert again.stats["measurements"] == 0
+    assert again.stats["cache_hits"] == again.stats["candidates"]
+
+
+def test_a_model_sharing_subgraphs_reuses_their_costs() -> None:
+    proto = onnx.load(zoo.export("mlp", 1))
+    tessera.partition(proto, TARGETS)
+    out = proto.graph.output[0]
+    proto.graph.node.append(onnx.helper.make_node("Relu", [out.name], ["extra"], name="extra"))
+    proto.graph.output[0].name = "extra"
+    plan = tessera.partition(proto, TARGETS)
+    assert 0 < plan.stats["measurements"] < plan.stats["cache_hits"]
+
+
+def test_the_guard_keeps_the_fastest_plan_end_to_end() -> None:
+    plan = tessera.partition(zoo.export("mlp", 1), TARGETS)
+    timings = {k: v for k, v in plan.stats["end_to_end_ms"].items() if isinstance(v, float)}
+    assert "collage" in plan.stats["end_to_end_ms"] and "greedy" in plan.stats["end_to_end_ms"]
+    assert any(k.startswith("only ") for k in plan.stats["end_to_end_ms"])
+    assert timings[plan.stats["kept"]] == min(timings.values())
+
+
+@pytest.mark.parametrize("partitioner", ["greedy", "collage"])
+def test_pins_by_name_regex_and_metadata_hold(partitioner: str) -> None:
+    proto = onnx.load(zoo.export("mlp", 1))
+    meta = next(n for n in proto.graph.node if n.name == "/Softmax").metadata_props.add()
+    meta.key, meta.value = METADATA_KEY, "reference"
+    pins = {"/layers.1/Gemm": "torch" if "torch" in TARGETS else "openvino",
+            "re:/Erf.*": "openvino" if "openvino" in TARGETS else "reference"}
+    compiled = tessera.compile(proto, TARGETS, pins=pins, partitioner=partitioner)
+    where = {n: p.target for p in compiled.plan.partitions for n in p.nodes}
+    assert where["/layers.1/Gemm"] == pins["/layers.1/Gemm"]
+    assert where["/Erf"] == where["/Erf_1"] == pins["re:/Erf.*"]
+    assert where["/Softmax"] == "reference"
+    assert compiled.plan.decisions["/Softmax"] == "pinned to reference"
+    assert_matches_reference(compiled, "mlp")
+
+
+def test_bad_pins_are_partition_errors() -> None:
+    path = zoo.export("mlp", 1)
+    with pytest.raises(PartitionError, match=r"names no node; did you mean '/layers.0/Gemm'"):
+        tessera.partition(path, TARGETS, pins={"/layers.0/Gem": "onnxruntime"})
+    with pytest.raises(PartitionError, match="matches no node"):
+        tessera.partition(path, TARGETS, pins={"re:nothing.*": "onnxruntime"})
+    with pytest.raises(PartitionError, match="is not a target"):
+        tessera.partition(path, TARGETS, pins={"/Softmax": "no-such-backend"})
+
+
+def test_greedy_follows_priority_on_a_real_model() -> None:
+    plan = tessera.partition(zoo.export("resnet-tiny", 1), list(reversed(TARGETS)),
+                             partitioner="greedy")
+    assert [p.target for p in plan.partitions] == [TARGETS[-1]]
