@@ -1,7 +1,7 @@
-"""Measured costs, kept in SQLite under the cache directory (or at `TESSERA_COST_DB`). A record's key is the target's
-tuning key, the subgraph's structural hash and the machine fingerprint (CPU model, core count,
-the backend library's version). WAL mode lets concurrent compiles write without losing
-records; an insert never replaces a newer record."""
+"""Measured costs, kept in SQLite under the cache directory (or at `TESSERA_COST_DB`). A
+record's key is the target's tuning key, the subgraph's structural hash and the machine
+fingerprint (CPU model, core count, the backend library's version). WAL mode lets concurrent
+compiles write without losing records; an insert never replaces a newer record."""
 
 from __future__ import annotations
 

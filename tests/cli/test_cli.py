@@ -87,3 +87,47 @@ def test_bad_input_exits_2_with_one_line(args: list[str], fragment: str) -> None
 def test_verbose_shows_the_trace() -> None:
     code, _, err = run("--verbose", "target", "show", "cuda -arch=sm80")
     assert code == 2 and "Traceback" in err and "TargetError" in err
+
+
+def _mlp(tmp_path: Path) -> str:
+    import shutil
+
+    from tessera import zoo
+
+    path = tmp_path / "mlp.onnx"
+    shutil.copy(zoo.export("mlp", 1), path)
+    return str(path)
+
+
+def test_explain_greedy_golden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "costs.sqlite"))
+    code, out, err = run("explain", _mlp(tmp_path), "-t", "torch,onnxruntime",
+                         "-o", "partitioner=greedy", "--pin", "/Softmax=onnxruntime")
+    assert code == 0, err
+    check_golden("explain_mlp_greedy.txt", out)
+
+
+def test_explain_json_is_a_plan_and_records_round_trip(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from tessera.placement import Plan
+
+    monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "costs.sqlite"))
+    code, out, err = run("explain", _mlp(tmp_path), "-t", "onnxruntime,torch", "--json")
+    assert code == 0, err
+    plan = Plan.from_json(out)
+    assert plan.partitioner == "collage" and plan.stats["measurements"] > 0
+    assert sum(len(p.nodes) for p in plan.partitions) == 20
+    code, out, err = run("records", "export", str(tmp_path / "r.jsonl"))
+    assert code == 0, err
+    count = len((tmp_path / "r.jsonl").read_text().splitlines())
+    assert out.startswith(f"exported {count} record(s)") and count >= plan.stats["measurements"]
+    monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "other.sqlite"))
+    code, out, err = run("records", "import", str(tmp_path / "r.jsonl"))
+    assert code == 0 and out.startswith(f"imported {count} new or newer record(s)")
+    code, out, err = run("records", "import", str(tmp_path / "r.jsonl"))
+    assert out.startswith("imported 0 new or newer record(s)")
+
+
+def test_explain_bad_pin_is_one_line(tmp_path: Path) -> None:
+    code, _, err = run("explain", _mlp(tmp_path), "-t", "onnxruntime", "--pin", "nope")
+    assert code == 2 and err.count("\n") == 1 and "--pin expects NAME=VALUE" in err
