@@ -415,19 +415,10 @@ def _canonicalize(
     items: list[tuple[str | None, Target]], host: Target
 ) -> tuple[NamedTarget, ...]:
     seen: list[Target] = []
-    backend_kinds: dict[str, Target] = {}
     for _, target in items:
         bare = target.without_host()
         if bare in seen:
             raise ConfigError(f"target {str(bare)!r} is listed twice; list each target once")
-        if bare.is_external_codegen:
-            if bare.kind.name in backend_kinds:
-                raise ConfigError(
-                    f"backend kind {bare.kind.name!r} is listed twice "
-                    f"({str(backend_kinds[bare.kind.name])!r} and {str(bare)!r}); list each "
-                    "backend once"
-                )
-            backend_kinds[bare.kind.name] = bare
         seen.append(bare)
     names = {id(t): n for (n, _), t in zip(items, seen, strict=True)}
     order = list(dict.fromkeys(t.device_type for t in seen))

@@ -8,7 +8,7 @@ from tessera.placement._collage import known_plans, place_collage
 from tessera.placement._costdb import Cost, CostDB, Record
 from tessera.placement._greedy import place_greedy
 from tessera.placement._measure import MeasureSettings, measure
-from tessera.placement._pins import METADATA_KEY, resolve_pins
+from tessera.placement._pins import METADATA_KEY, annotate, resolve_pins
 from tessera.placement._plan import Partition, Plan, make_partitions
 from tessera.placement._search import SearchResult, cheapest_cover
 from tessera.placement._support import FALLBACK, SupportTable, candidate_targets
@@ -25,6 +25,7 @@ __all__ = [
     "Record",
     "SearchResult",
     "SupportTable",
+    "annotate",
     "candidate_targets",
     "cheapest_cover",
     "known_plans",

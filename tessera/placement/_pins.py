@@ -1,16 +1,21 @@
 """Pins: hard placement constraints, by node name, by a regex over names, or by the node's
-ONNX metadata_props entry `tessera.target`."""
+ONNX metadata_props entry `tessera.target`; and `annotate`, which writes a plan into those
+entries so that a placed model can be edited and handed back."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tessera._private.registry import did_you_mean
 from tessera.errors import PartitionError
-from tessera.ir import DataflowGraph
+from tessera.ir import DataflowGraph, Model
+from tessera.placement._plan import Plan
 from tessera.target import Target
+
+if TYPE_CHECKING:
+    import onnx
 
 METADATA_KEY = "tessera.target"
 PinSpec = Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None
@@ -57,3 +62,27 @@ def _target(value: Any, where: str) -> Target:
         return value if isinstance(value, Target) else Target(value)
     except Exception as err:
         raise PartitionError(f"{where}: {value!r} is not a target: {err}") from err
+
+
+def annotate(model: Model, plan: Plan, only: Iterable[str] | None = None) -> onnx.ModelProto:
+    """The model as a valid ONNX model whose nodes record their plan's target in the
+    metadata_props entry `tessera.target` (all nodes, or those in `only`). Handed back to
+    tessera, those entries are pins: the fixed parts stay, only the rest is placed."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model.proto)
+    flow = DataflowGraph(copy.graph)  # same order as the model's: nodes are references
+    where = {n: p.target for p in plan.partitions for n in p.nodes}
+    keep = None if only is None else dict.fromkeys(only)
+    for name, node in zip(flow.names, flow.nodes, strict=True):
+        if name not in where or (keep is not None and name not in keep):
+            continue
+        for prop in node.metadata_props:
+            if prop.key == METADATA_KEY:
+                prop.value = where[name]
+                break
+        else:
+            entry = node.metadata_props.add()
+            entry.key, entry.value = METADATA_KEY, where[name]
+    return copy

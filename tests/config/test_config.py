@@ -155,9 +155,12 @@ def test_unrelated_device_targets_are_rejected() -> None:
         CompilationConfig.create(["cpu -mcpu=skylake", "cpu -mcpu=znver3"])
 
 
-def test_duplicates_are_rejected() -> None:
-    with pytest.raises(ConfigError, match="backend kind 'onnxruntime' is listed twice"):
-        CompilationConfig.create(["onnxruntime", "onnxruntime -opt-level=basic"])
+def test_duplicates_are_rejected_but_variants_of_one_backend_are_not() -> None:
+    with pytest.raises(ConfigError, match="'onnxruntime' is listed twice"):
+        CompilationConfig.create(["onnxruntime", "ort"])
+    variants = CompilationConfig.create(["onnxruntime", "onnxruntime -opt-level=basic"])
+    assert [str(t) for t in variants.priority] == ["onnxruntime",
+                                                   "onnxruntime -opt-level=basic"]
     with pytest.raises(ConfigError, match="'cpu' is listed twice"):
         CompilationConfig.create(["cpu", "llvm"])
 
