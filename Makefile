@@ -16,6 +16,7 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/tessera targets
 	$(BIN)/tessera config show -t "openvino,onnxruntime,cpu -mcpu=skylake"
+	$(BIN)/tessera explain "$$($(BIN)/python -m tessera.zoo mlp)" -t onnxruntime,openvino,torch
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

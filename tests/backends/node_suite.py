@@ -178,6 +178,10 @@ def run_case(case: Any, backend_name: str, mode: str = "protocol") -> Outcome:
     not_tensor = _tensor_only(case.model)
     if not_tensor:
         return outcome("skip", f"executor: {not_tensor}")
+    random_ops = sorted({n.op_type for n in case.model.graph.node} & _RANDOM)
+    if random_ops:
+        return outcome("skip", f"nondeterministic: {', '.join(random_ops)} draws random "
+                               "values; no run can match the recorded ones")
     try:
         model = load_model(case.model)
     except ModelError as err:
@@ -205,6 +209,10 @@ def run_case(case: Any, backend_name: str, mode: str = "protocol") -> Outcome:
         native = (str(err).splitlines() or [""])[0][:120]
         return outcome("fail-native", f"{failure}; natively: {type(err).__name__}: {native}")
     return outcome("fail", failure)
+
+
+_RANDOM = frozenset({"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike",
+                     "RandomUniform", "RandomUniformLike"})
 
 
 class _Unclaimed(Exception):
