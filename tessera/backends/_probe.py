@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from tessera.backends._deviations import Deviation, first_deviation
 from tessera.backends._protocol import Backend, Support
 from tessera.backends._schema import schema_for
 
@@ -137,9 +138,11 @@ def _signature(model: onnx.ModelProto) -> str:
 
 
 class ProbedBackend(Backend):
-    """A backend whose support table is its own tools' verdict on one-node models."""
+    """A backend whose support table is its own tools' verdict on one-node models, after its
+    known deviations from ONNX (which a probe cannot see: it only asks "does it compile")."""
 
     probe_label: str
+    deviations: tuple[Deviation, ...] = ()
 
     def __init__(self) -> None:
         self._prober = Prober(self.probe_label, self._probe)
@@ -154,4 +157,8 @@ class ProbedBackend(Backend):
         types: Mapping[str, ValueType] | None = None,
         constants: Mapping[str, onnx.TensorProto] | None = None,
     ) -> Support:
+        refusal = first_deviation(self.deviations, self.probe_label, node, opset, types,
+                                  constants)
+        if refusal is not None:  # a Support is falsy when refused: no `or` here
+            return refusal
         return self._prober.supports(node, opset, types, constants)

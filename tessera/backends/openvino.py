@@ -10,17 +10,13 @@ from typing import TYPE_CHECKING, Any
 from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
-from tessera.backends._protocol import BACKENDS, Compiled, Support
+from tessera.backends._protocol import BACKENDS, Compiled
 from tessera.errors import CompileError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     import numpy as np
     import onnx
-
-    from tessera.ir import ValueType
 
 
 KIND = register_kind(
@@ -104,17 +100,7 @@ class OpenVinoBackend(ProbedBackend):
     probe_label = "OpenVINO"
     _probe = staticmethod(_probe)
 
-    def supports(
-        self,
-        node: onnx.NodeProto,
-        opset: int,
-        types: Mapping[str, ValueType] | None = None,
-        constants: Mapping[str, onnx.TensorProto] | None = None,
-    ) -> Support:
-        refusal = dev.first_deviation(DEVIATIONS, "OpenVINO", node, opset, types, constants)
-        if refusal is not None:  # a Support is falsy when refused: no `or` here
-            return refusal
-        return super().supports(node, opset, types, constants)
+    deviations = DEVIATIONS
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         core = _core()

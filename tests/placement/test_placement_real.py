@@ -92,7 +92,7 @@ def test_pins_by_name_regex_and_metadata_hold(partitioner: str) -> None:
     assert where["/layers.1/Gemm"] == pins["/layers.1/Gemm"]
     assert where["/Erf"] == where["/Erf_1"] == pins["re:/Erf.*"]
     assert where["/Softmax"] == "reference"
-    assert compiled.plan.decisions["/Softmax"] == "pinned to reference"
+    assert compiled.plan.decisions["/Softmax"].startswith("pinned to reference")
     assert_matches_reference(compiled, "mlp")
 
 
