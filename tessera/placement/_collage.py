@@ -63,7 +63,10 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
         candidates, costs = candidates + rescue, costs + more
         stats = {k: v + more_stats[k] for k, v in stats.items()}  # type: ignore[operator]
     usable = [(c, costs[i]) for i, c in enumerate(candidates) if costs[i].ok]
-    bounded = {name: _plan_cost(plan, index, costs, candidates) for name, plan in plans.items()}
+    priced_at = {(c.mask, str(c.target)): float(k.ms) for c, k in zip(candidates, costs,
+                                                                      strict=True)
+                 if k.ok and k.ms is not None}
+    bounded = {name: _plan_cost(plan, index, priced_at) for name, plan in plans.items()}
     bound = min(bounded.values(), default=math.inf)
     start = time.perf_counter()
     result = cheapest_cover(len(flow), _preds(model),
@@ -75,7 +78,7 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     parts = make_partitions(flow, [(c.mask, c.target, cost.ms) for c, cost in chosen])
     decisions = _decisions(model, table, chosen, candidates, costs)
     priced = {name: replace(plan, partitions=tuple(
-        replace(p, cost_ms=_lookup(p.nodes, p.target, index, costs, candidates))
+        replace(p, cost_ms=priced_at.get((_mask(p.nodes, index), p.target)))
         for p in plan.partitions)) for name, plan in plans.items()}
     return Plan(parts, "collage", table.reasons, decisions, stats), priced
 
@@ -138,24 +141,10 @@ def _mask(nodes: tuple[str, ...], index: dict[str, int]) -> NodeSet:
     return mask
 
 
-def _lookup(nodes: tuple[str, ...], target: str, index: dict[str, int], costs: list[Cost],
-            candidates: list[Candidate]) -> float | None:
-    mask = _mask(nodes, index)
-    for c, cost in zip(candidates, costs, strict=True):
-        if c.mask == mask and str(c.target) == target and cost.ok:
-            return cost.ms
-    return None
-
-
-def _plan_cost(plan: Plan, index: dict[str, int], costs: list[Cost],
-               candidates: list[Candidate]) -> float:
-    total = 0.0
-    for p in plan.partitions:
-        cost = _lookup(p.nodes, p.target, index, costs, candidates)
-        if cost is None:
-            return math.inf
-        total += cost
-    return total
+def _plan_cost(plan: Plan, index: dict[str, int],
+               priced_at: dict[tuple[NodeSet, str], float]) -> float:
+    costs = [priced_at.get((_mask(p.nodes, index), p.target)) for p in plan.partitions]
+    return math.inf if any(c is None for c in costs) else sum(c for c in costs if c is not None)
 
 
 def _preds(model: Model) -> list[NodeSet]:
