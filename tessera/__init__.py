@@ -23,6 +23,7 @@ __all__ = [
     "backends",
     "compile",
     "errors",
+    "load",
     "load_model",
     "partition",
 ]
@@ -38,6 +39,10 @@ def __getattr__(name: str) -> object:
         from tessera.runtime import compile
 
         return compile
+    if name == "load":
+        from tessera.runtime import load
+
+        return load
     if name == "partition":
         from tessera.runtime import partition
 

@@ -7,6 +7,7 @@ Messages name what is wrong, where, and how to fix it. Value-like errors also de
 from __future__ import annotations
 
 __all__ = [
+    "ArtifactError",
     "BackendUnavailableError",
     "CompileError",
     "ConfigError",
@@ -61,3 +62,8 @@ class InputError(TesseraError, ValueError):
 
 class PartitionError(TesseraError, RuntimeError):
     """No valid placement exists for the model under the given config."""
+
+
+class ArtifactError(TesseraError, ValueError):
+    """A saved artifact is corrupt, from another format version, or needs a backend (or a
+    backend version) this machine does not have."""

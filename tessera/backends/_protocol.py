@@ -3,6 +3,8 @@ compile() returning something that runs numpy inputs. Shared input checks live h
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,10 +47,15 @@ class TensorSpec:
 
 
 class Compiled:
-    """A compiled submodel. `run` validates inputs, then calls the backend's `_run`."""
+    """A compiled submodel. `run` validates inputs, then calls the backend's `_run`.
+    Backends whose runtime objects are not safe to call from several threads at once set
+    `thread_safe = False`, and their runs are serialised."""
+
+    thread_safe = True
 
     def __init__(self, backend: str, model: onnx.ModelProto, target: Target) -> None:
         self.backend = backend
+        self._lock = None if self.thread_safe else threading.Lock()
         self.target = target
         weights = {t.name for t in model.graph.initializer}
         self.inputs = [_spec(v) for v in model.graph.input if v.name not in weights]
@@ -56,9 +63,19 @@ class Compiled:
         self.node_names = [n.name or n.op_type for n in model.graph.node]
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        feeds = check_inputs(self.inputs, inputs)
+        check = self.__dict__.get("_check")
+        if check is None or check.specs is not self.inputs:
+            check = self._check = InputCheck(self.inputs)
+        return self.run_checked(check(inputs))
+
+    def run_checked(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """`run` for feeds already checked (the executor checks once, at the model's
+        boundary): backend failures still become an ExecutionError."""
         try:
-            return self._run(feeds)
+            if self._lock is None:
+                return self._run(feeds)
+            with self._lock:
+                return self._run(feeds)
         except TesseraError:
             raise
         except Exception as err:
@@ -114,6 +131,31 @@ class Backend:
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         raise NotImplementedError
 
+    # -- compiled caches, for saved artifacts --------------------------------------------
+    # A cache is what the backend itself can reload without recompiling: data only, never
+    # code (no pickles, no shared libraries), since loading an artifact must not run it.
+    cache_format: str | None = None  # 'onnx' (an ONNX model) or 'blob' (opaque bytes)
+
+    def export_cache(self, compiled: Compiled) -> bytes | None:
+        """The compiled form of `compiled` as bytes, or None where this backend has none."""
+        return None
+
+    def compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
+                       ) -> Compiled:
+        """`compile`, reusing a cache from `export_cache` of the same submodel and target."""
+        chosen = Target(target)
+        try:
+            return self._compile_cached(submodel, chosen, cache)
+        except TesseraError:
+            raise
+        except Exception as err:
+            raise CompileError(f"{self.name} could not reload its saved compiled cache: "
+                               f"{type(err).__name__}: {_first_line(str(err))}") from err
+
+    def _compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
+                        ) -> Compiled:
+        return self.compile(submodel, target)
+
 
 BACKENDS: Registry[Backend] = Registry("backend")
 
@@ -122,31 +164,77 @@ def check_inputs(
     specs: list[TensorSpec], inputs: Mapping[str, Any]
 ) -> dict[str, np.ndarray]:
     """Inputs as arrays, or an InputError listing what was expected."""
+    return InputCheck(specs)(inputs)
+
+
+class InputCheck:
+    """`check_inputs` prepared once for a list of specs: on the hot path of every run, a
+    correct call costs a dict lookup, a dtype compare and a shape compare per input."""
+
+    def __init__(self, specs: list[TensorSpec]) -> None:
+        self.specs = specs
+        self._rules = [(s.name, _dtype(s.dtype), s.shape,
+                        s.shape is not None and all(isinstance(d, int) for d in s.shape))
+                       for s in specs]
+
+    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        import numpy as np
+
+        if len(inputs) != len(self._rules):
+            self._mismatch(inputs)
+        feeds = {}
+        for name, dtype, shape, static in self._rules:
+            value = inputs.get(name)
+            if value is None:
+                self._mismatch(inputs)
+            array = value if type(value) is np.ndarray else np.asarray(value)
+            if array.dtype != dtype:
+                self._check_dtype(name, array)
+            if shape is not None and (array.shape != shape if static else not _fits(
+                    array.shape, shape)):
+                raise InputError(f"input {name!r} has shape {list(array.shape)}, expected "
+                                 f"{list(shape)}; expected inputs: {_Expected(self.specs)}")
+            feeds[name] = array
+        return feeds
+
+    def _mismatch(self, inputs: Mapping[str, Any]) -> None:
+        names = [s.name for s in self.specs]
+        missing = [n for n in names if n not in inputs or inputs[n] is None]
+        extra = [n for n in inputs if n not in names]
+        raise InputError(f"inputs do not match: missing {missing}, unexpected {extra}; "
+                         f"expected {_Expected(self.specs)}")
+
+    def _check_dtype(self, name: str, array: np.ndarray) -> None:
+        spec = next(s for s in self.specs if s.name == name)
+        if array.dtype.name != spec.dtype:  # ml_dtypes types compare by name
+            raise InputError(f"input {name!r} has dtype {array.dtype.name}, expected "
+                             f"{spec.dtype}; expected inputs: {_Expected(self.specs)}")
+
+
+def _fits(actual: tuple[int, ...], declared: tuple[int | str | None, ...]) -> bool:
+    return len(actual) == len(declared) and all(
+        not isinstance(d, int) or d == a for d, a in zip(declared, actual, strict=True))
+
+
+@functools.cache
+def _dtype(name: str) -> Any:
+    """numpy's dtype for a name; comparing dtypes is far cheaper than reading `.name`."""
     import numpy as np
 
-    expected = ", ".join(f"{s.name}: {s.dtype}{list(s.shape or [])}" for s in specs)
-    names = [s.name for s in specs]
-    missing = [n for n in names if n not in inputs]
-    extra = [n for n in inputs if n not in names]
-    if missing or extra:
-        raise InputError(f"inputs do not match: missing {missing}, unexpected {extra}; "
-                         f"expected {expected}")
-    feeds = {}
-    for spec in specs:
-        value = inputs[spec.name]
-        array = value if isinstance(value, np.ndarray) else np.asarray(value)
-        if array.dtype.name != spec.dtype:
-            raise InputError(f"input {spec.name!r} has dtype {array.dtype.name}, expected "
-                             f"{spec.dtype}; expected inputs: {expected}")
-        if spec.shape is not None and (
-            array.ndim != len(spec.shape)
-            or any(isinstance(d, int) and d != a for d, a in zip(spec.shape, array.shape,
-                                                                  strict=True))
-        ):
-            raise InputError(f"input {spec.name!r} has shape {list(array.shape)}, expected "
-                             f"{list(spec.shape)}; expected inputs: {expected}")
-        feeds[spec.name] = array
-    return feeds
+    try:
+        return np.dtype(name)
+    except TypeError:  # an ml_dtypes name before ml_dtypes is loaded: compare by name
+        return name
+
+
+class _Expected:
+    """The expected inputs, formatted only when an error message needs them."""
+
+    def __init__(self, specs: list[TensorSpec]) -> None:
+        self.specs = specs
+
+    def __str__(self) -> str:
+        return ", ".join(f"{s.name}: {s.dtype}{list(s.shape or [])}" for s in self.specs)
 
 
 def _spec(value: onnx.ValueInfoProto) -> TensorSpec:

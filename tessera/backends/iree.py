@@ -112,6 +112,7 @@ class IreeBackend(ProbedBackend):
 
 
 class _IreeCompiled(Compiled):
+    thread_safe = False  # one VM (and its registers) per compiled module
     def __init__(self, backend: str, model: onnx.ModelProto, target: Target, function: Any):
         super().__init__(backend, model, target)
         self.function = function

@@ -30,7 +30,8 @@ KIND = register_kind(
                  choices=("disable", "basic", "extended", "all")),
         AttrSpec("num-threads", AttrType.INT, 0, "intra-op threads (0: the plan decides)",
                  minimum=0),
-        AttrSpec("spinning", AttrType.BOOL, False, "let idle pool threads spin"),
+        AttrSpec("spinning", AttrType.BOOL, None,
+                 "let idle pool threads spin (unset: the plan's thread policy decides)"),
         AttrSpec("execution-mode", AttrType.STR, "sequential", "operator scheduling",
                  choices=("sequential", "parallel")),
     ),
@@ -113,26 +114,54 @@ class OnnxRuntimeBackend(Backend):
         return Support(False, f"ONNX Runtime has no {node.op_type}-{since} kernel for {wanted}")
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.graph_optimization_level = getattr(
-            ort.GraphOptimizationLevel, _OPT_LEVELS[target.attrs["opt-level"]])
-        if target.attrs["num-threads"]:
-            options.intra_op_num_threads = target.attrs["num-threads"]
-        options.add_session_config_entry(
-            "session.intra_op.allow_spinning", "1" if target.attrs["spinning"] else "0")
-        options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL
-                                  if target.attrs["execution-mode"] == "parallel"
-                                  else ort.ExecutionMode.ORT_SEQUENTIAL)
-        options.log_severity_level = 4  # errors reach the user as CompileError/ExecutionError
-        provider = _PROVIDERS[target.device_type]
-        if provider not in ort.get_available_providers():
-            raise BackendUnavailableError(
-                f"ONNX Runtime here has no {provider}; install onnxruntime-gpu on a CUDA machine")
         wide, widened = widen_boundary(submodel)
-        session = ort.InferenceSession(wide.SerializeToString(), options, providers=[provider])
+        session = _session(wide.SerializeToString(), target)
         return _OrtCompiled(self.name, submodel, target, session, widened)
+
+    # ONNX Runtime's optimized model: at opt-level 'all' it holds layout choices for this CPU,
+    # so an artifact reuses it only on a machine with the same fingerprint.
+    cache_format = "onnx"
+
+    def export_cache(self, compiled: Compiled) -> bytes | None:
+        import tempfile
+        from pathlib import Path
+
+        assert isinstance(compiled, _OrtCompiled)
+        with tempfile.TemporaryDirectory(prefix="tessera-ort-") as tmp:
+            path = Path(tmp, "optimized.onnx")
+            _session(compiled.wide_bytes, compiled.target, optimized_path=str(path))
+            return path.read_bytes()
+
+    def _compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
+                        ) -> Compiled:
+        _, widened = widen_boundary(submodel)
+        session = _session(cache, target, optimized=True)
+        return _OrtCompiled(self.name, submodel, target, session, widened)
+
+
+def _session(model: bytes, target: Target, *, optimized: bool = False,
+             optimized_path: str | None = None) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    level = "disable" if optimized else target.attrs["opt-level"]
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _OPT_LEVELS[level])
+    if optimized_path:
+        options.optimized_model_filepath = optimized_path
+    if target.attrs["num-threads"]:
+        options.intra_op_num_threads = target.attrs["num-threads"]
+    options.add_session_config_entry(
+        "session.intra_op.allow_spinning", "1" if target.attrs.get("spinning") else "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL
+                              if target.attrs["execution-mode"] == "parallel"
+                              else ort.ExecutionMode.ORT_SEQUENTIAL)
+    options.log_severity_level = 4  # errors reach the user as CompileError/ExecutionError
+    provider = _PROVIDERS[target.device_type]
+    if provider not in ort.get_available_providers():
+        raise BackendUnavailableError(
+            f"ONNX Runtime here has no {provider}; install onnxruntime-gpu on a CUDA machine")
+    return ort.InferenceSession(model, options, providers=[provider])
 
 
 class _OrtCompiled(Compiled):
@@ -140,12 +169,19 @@ class _OrtCompiled(Compiled):
                  widened: Mapping[str, str]) -> None:
         super().__init__(backend, model, target)
         self.session = session
+        self.model = model
         self._widened = dict(widened)
         self._names = [o.name for o in self.outputs]
         self._session_names = [_WIDE_OUT + n if n in widened else n for n in self._names]
         self._dtypes = {s.name: s.dtype for s in (*self.inputs, *self.outputs)}
 
+    @property
+    def wide_bytes(self) -> bytes:
+        return bytes(widen_boundary(self.model)[0].SerializeToString())
+
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if not self._widened:
+            return dict(zip(self._names, self.session.run(self._names, feeds), strict=True))
         wide = {(_WIDE_IN + n if n in self._widened else n):
                 (v.astype(self._widened[n]) if n in self._widened else v)
                 for n, v in feeds.items()}

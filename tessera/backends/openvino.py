@@ -114,6 +114,19 @@ class OpenVinoBackend(ProbedBackend):
         compiled = core.compile_model(model, "CPU", compile_config(target))
         return _OpenVinoCompiled(self.name, submodel, target, compiled)
 
+    # OpenVINO's exported compiled model: a serialised graph and weights, no native code.
+    cache_format = "blob"
+
+    def export_cache(self, compiled: Compiled) -> bytes | None:
+        assert isinstance(compiled, _OpenVinoCompiled)
+        exported = compiled.compiled.export_model()  # a BytesIO in recent releases
+        return exported.getvalue() if hasattr(exported, "getvalue") else bytes(exported)
+
+    def _compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
+                        ) -> Compiled:
+        imported = _core().import_model(cache, "CPU", compile_config(target))
+        return _OpenVinoCompiled(self.name, submodel, target, imported)
+
 
 class _OpenVinoCompiled(Compiled):
     def __init__(self, backend: str, model: onnx.ModelProto, target: Target, compiled: Any):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -61,17 +60,17 @@ class ReferenceBackend(Backend):
 
 
 class _ReferenceCompiled(Compiled):
+    thread_safe = False  # ReferenceEvaluator keeps per-run state
+
     def __init__(self, backend: str, model: onnx.ModelProto, target: Target, evaluator: Any):
         super().__init__(backend, model, target)
         self.evaluator = evaluator
         self._names = [o.name for o in self.outputs]
-        self._lock = threading.Lock()  # ReferenceEvaluator keeps per-run state
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import numpy as np
 
-        with self._lock:
-            outputs = self.evaluator.run(self._names, feeds)
+        outputs = self.evaluator.run(self._names, feeds)
         return {n: np.asarray(v) for n, v in zip(self._names, outputs, strict=True)}
 
 

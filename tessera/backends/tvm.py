@@ -100,6 +100,7 @@ class TvmBackend(ProbedBackend):
 
 
 class _TvmCompiled(Compiled):
+    thread_safe = False  # one VM (and its registers) per compiled module
     def __init__(self, backend: str, model: onnx.ModelProto, target: Target, machine: Any,
                  device: Any) -> None:
         super().__init__(backend, model, target)

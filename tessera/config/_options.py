@@ -24,6 +24,7 @@ RUNTIMES: Registry[str] = Registry("runtime", ConfigError)
 RUNTIMES.register("python", "in-process runtime handing numpy arrays between partitions")
 
 PARTITIONERS = ("auto", "greedy", "collage")
+THREAD_POLICIES = ("auto", "native", "shared")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,13 @@ def _partitioner(value: object) -> str:
             f"{value!r} is not one of {', '.join(PARTITIONERS)}"
             + did_you_mean(str(value), list(PARTITIONERS))
         )
+    return value
+
+
+def _thread_policy(value: object) -> str:
+    if not isinstance(value, str) or value not in THREAD_POLICIES:
+        raise ValueError(f"{value!r} is not one of {', '.join(THREAD_POLICIES)}"
+                         + did_you_mean(str(value), list(THREAD_POLICIES)))
     return value
 
 
@@ -76,6 +84,10 @@ class FlowOptions:
         True, "check each partition against the reference on random inputs; a backend that "
         "disagrees or fails gives that partition back and placement is redone",
         cache_key=True, parse=parse_bool)
+    threads: str = _option(
+        "auto", "thread policy: native (each backend's own fastest pool settings), shared (one "
+        "budget of cores, no spinning pools), or auto (native for a one-partition plan, shared "
+        "for a mixed one)", cache_key=True, parse=_thread_policy)
     link_params: bool = _option(
         True, "store weights inside saved artifacts rather than beside them",
         cache_key=False, parse=parse_bool)

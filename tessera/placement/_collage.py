@@ -22,6 +22,7 @@ from tessera.placement._support import FALLBACK, SupportTable
 from tessera.target import Target
 
 Measurer = Callable[[Model, NodeSet, Target], Cost]
+Progress = Callable[[int, int, str], None]  # candidates priced, of all, current target
 
 
 def single_target_table(table: SupportTable, target: Target) -> SupportTable | None:
@@ -46,8 +47,8 @@ def known_plans(model: Model, table: SupportTable, min_block_size: int) -> dict[
 
 def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
                   max_candidate_size: int = 3, min_block_size: int = 1,
-                  foreign_costs: bool = False,
-                  measurer: Measurer | None = None) -> tuple[Plan, dict[str, Plan]]:
+                  foreign_costs: bool = False, measurer: Measurer | None = None,
+                  progress: Progress | None = None) -> tuple[Plan, dict[str, Plan]]:
     """The searched plan and the known plans it was bounded by (with their modelled costs)."""
     flow = model.dataflow
     plans = known_plans(model, table, min_block_size)
@@ -56,10 +57,10 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
              for plan in plans.values() for p in plan.partitions]
     candidates = generate(flow, table, max_candidate_size, extra)
     run = measurer or (lambda m, mask, t: measure(m, mask, t, MeasureSettings()))
-    costs, stats = _costs(model, candidates, db, run, foreign_costs)
+    costs, stats = _costs(model, candidates, db, run, foreign_costs, progress)
     rescue = _uncovered_fallbacks(len(flow), table, candidates, costs)
     if rescue:  # every candidate of these nodes failed to run: the reference takes them
-        more, more_stats = _costs(model, rescue, db, run, foreign_costs)
+        more, more_stats = _costs(model, rescue, db, run, foreign_costs, progress)
         candidates, costs = candidates + rescue, costs + more
         stats = {k: v + more_stats[k] for k, v in stats.items()}  # type: ignore[operator]
     usable = [(c, costs[i]) for i, c in enumerate(candidates) if costs[i].ok]
@@ -84,7 +85,8 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
 
 
 def _costs(model: Model, candidates: list[Candidate], db: CostDB | None, run: Measurer,
-           foreign: bool) -> tuple[list[Cost], dict[str, object]]:
+           foreign: bool, progress: Progress | None = None
+           ) -> tuple[list[Cost], dict[str, object]]:
     """Each candidate's cost, measured target by target (in blocks: a spinning pool of one
     backend must not slow the next one's measurements)."""
     costs: list[Cost | None] = [None] * len(candidates)
@@ -118,6 +120,8 @@ def _costs(model: Model, candidates: list[Candidate], db: CostDB | None, run: Me
                 db.put(tuning, structure, finger, known)
         memo[(tuning, structure)] = known
         costs[i] = known
+        if progress is not None:
+            progress(hits + measured, len(candidates), str(target))
     stats: dict[str, object] = {"candidates": len(candidates), "measurements": measured,
                                 "cache_hits": hits, "measure_seconds": round(spent, 3)}
     return [c for c in costs if c is not None], stats

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from tessera import backends
 from tessera.backends._inputs import random_inputs
+from tessera.backends._threads import ThreadPolicy
 from tessera.errors import TesseraError
 from tessera.ir import Model, NodeSet, extract_submodel
 from tessera.placement._costdb import Cost
@@ -27,6 +28,8 @@ class MeasureSettings:
 
 def measure(model: Model, mask: NodeSet, target: Target,
             settings: MeasureSettings = MeasureSettings()) -> Cost:
+    # a candidate becomes one partition of a mixed plan: measure it under that plan's policy
+    target = ThreadPolicy.for_partitions(2).apply(target)
     try:
         submodel = extract_submodel(model, mask)
         compiled = backends.get(target.kind.name).compile(submodel, target)

@@ -3,75 +3,134 @@ chain them, freeing every intermediate as soon as its last consumer has run."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tessera import backends
 from tessera.backends import Compiled
-from tessera.backends._protocol import TensorSpec, check_inputs
+from tessera.backends._protocol import InputCheck, TensorSpec
+from tessera.backends._threads import ThreadPolicy, prepare_environment
 from tessera.config import CompilationConfig
 from tessera.errors import CompileError
-from tessera.ir import Model, bits, extract_submodel, load_model
+from tessera.ir import Model, extract_submodel, load_model
 from tessera.placement import Plan
+from tessera.placement._collage import Progress
 from tessera.placement._pins import PinSpec
 from tessera.runtime._guard import check_partition
 from tessera.target import Target
 
 if TYPE_CHECKING:
     import numpy as np
+    import onnx
 
 
 class CompiledModel:
-    """A placed and compiled model. `run` is thread-safe when its backends' runs are, which
-    tessera's backends are."""
+    """A placed and compiled model. `run` is thread-safe: each call keeps its own tensors,
+    and backends whose runtimes are not re-entrant serialise their own runs."""
 
     def __init__(self, model: Model, config: CompilationConfig, plan: Plan,
-                 parts: list[Compiled]) -> None:
+                 parts: list[Compiled], policy: ThreadPolicy | None = None) -> None:
         self.model = model
         self.config = config
         self.plan = plan
         self.parts = parts
+        self.policy = policy or policy_for(config, plan)
+        self.transfers = plan_devices(plan)
+        self.sources = ["compiled"] * len(parts)  # per partition; a loaded one says how
         flow = model.dataflow
         types = flow.value_types
         self.inputs = [_spec(name, types) for name in flow.graph_inputs]
+        self.inputs_names = [s.name for s in self.inputs]
+        self._check = InputCheck(self.inputs)
         self.outputs = list(flow.graph_outputs)
         self._constants = {n: t for n, t in flow.initializers.items() if n in self.outputs}
         self._frees = _last_uses(plan, self.outputs)
+        only = plan.partitions[0] if len(plan.partitions) == 1 else None
+        whole = only is not None and not self._constants and list(only.outputs) == \
+            self.outputs and sorted(only.inputs) == sorted(self.inputs_names)
+        self._whole = parts[0] if whole else None
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from onnx import numpy_helper
-
-        values: dict[str, Any] = dict(check_inputs(self.inputs, inputs))
+        values: dict[str, Any] = self._check(inputs)  # once, at the model's boundary
+        if self._whole is not None:  # one partition: no bookkeeping between backends
+            return self._whole.run_checked(values)
         for part, compiled, frees in zip(self.plan.partitions, self.parts, self._frees,
                                          strict=True):
-            values.update(compiled.run({n: values[n] for n in part.inputs}))
+            values.update(compiled.run_checked({n: values[n] for n in part.inputs}))
             for name in frees:
                 values.pop(name, None)
         return {name: values[name] if name in values else
-                numpy_helper.to_array(self._constants[name]) for name in self.outputs}
+                self._constant(name) for name in self.outputs}
+
+    def _constant(self, name: str) -> np.ndarray:
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(self._constants[name])
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write one `.tess` file (atomically): the plan, config, every partition's ONNX
+        submodel, the backends' compiled caches and a checksummed manifest."""
+        from tessera.runtime._artifact import save
+
+        return save(self, Path(path))
 
     def __repr__(self) -> str:
         return f"CompiledModel({self.plan.summary()})"
 
 
+def policy_for(config: CompilationConfig, plan: Plan) -> ThreadPolicy:
+    return ThreadPolicy.for_partitions(len(plan.partitions), config.options.threads)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """A tensor crossing devices at a partition boundary (PlanDevices). Within a partition a
+    tensor stays on its backend's device; between partitions it travels as a host array, so
+    a crossing is explicit and happens once, at the receiving partition."""
+
+    value: str
+    source: str  # device of the producer ('host' for graph inputs)
+    destination: str
+    partition: int
+
+
+def plan_devices(plan: Plan) -> list[Transfer]:
+    device_of: dict[str, str] = {}
+    transfers = []
+    for i, part in enumerate(plan.partitions):
+        device = Target(part.target).device_type
+        for name in part.inputs:
+            source = device_of.get(name, "cpu")
+            if source != device:
+                transfers.append(Transfer(name, source, device, i))
+        for name in part.outputs:
+            device_of[name] = device
+    return transfers
+
+
 def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
-            **options: Any) -> CompiledModel:
+            progress: Progress | None = None, **options: Any) -> CompiledModel:
     """Place `model` (a path, bytes or ModelProto) on the backends of `config` (anything
     `CompilationConfig.create` takes) and compile every partition. `pins` fix nodes to
-    targets (see `tessera.partition`)."""
+    targets and `progress` follows the measuring (see `tessera.partition`); `options` are
+    flow options (partitioner='greedy', fallback=False, threads='shared', ...)."""
     from tessera.runtime._place import as_config, place
 
     loaded = model if isinstance(model, Model) else load_model(model)
     config = as_config(config, options)
+    prepare_environment(len(config.priority))
     banned: dict[str, dict[str, str]] = {}
     while True:
-        plan, built = place(loaded, config, pins, banned)
+        plan, built = place(loaded, config, pins, banned, progress)
         if built is not None:
             parts = built.parts
             verdicts = guard_partitions(loaded, plan, parts) \
                 if config.options.numeric_guard else {}
         else:
-            parts, verdicts = build_partitions(loaded, plan,
+            parts, verdicts = build_partitions(loaded, plan, policy_for(config, plan),
                                                guard=config.options.numeric_guard)
         if not verdicts:
             return CompiledModel(loaded, config, plan, parts)
@@ -83,16 +142,16 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
                 banned.setdefault(node, {})[part.target] = reason
 
 
-def build_partitions(model: Model, plan: Plan, *, guard: bool = False
+def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, guard: bool = False
                      ) -> tuple[list[Compiled], dict[int, str]]:
-    """Each partition compiled, and the partitions that failed to compile or (with `guard`)
-    disagree with the reference, with the reason. The reference itself is never judged."""
-    index = {name: i for i, name in enumerate(model.dataflow.names)}
+    """Each partition compiled under the plan's thread policy, and the partitions that
+    failed to compile or (with `guard`) disagree with the reference, with the reason. The
+    reference itself is never judged."""
     parts: list[Compiled] = []
     verdicts: dict[int, str] = {}
     for i, part in enumerate(plan.partitions):
-        target = Target(part.target)
-        submodel = extract_submodel(model, bits(index[n] for n in part.nodes))
+        target = policy.apply(Target(part.target))
+        submodel = submodel_of(model, part.nodes)
         try:
             compiled = backends.get(target.kind.name).compile(submodel, target)
         except CompileError as err:
@@ -108,13 +167,16 @@ def build_partitions(model: Model, plan: Plan, *, guard: bool = False
     return parts, verdicts
 
 
+def submodel_of(model: Model, nodes: tuple[str, ...] | list[str]) -> onnx.ModelProto:
+    return extract_submodel(model, model.node_set(nodes))
+
+
 def guard_partitions(model: Model, plan: Plan, parts: list[Compiled]) -> dict[int, str]:
     """The numeric guard's verdicts on already built partitions."""
-    index = {name: i for i, name in enumerate(model.dataflow.names)}
     verdicts = {}
     for i, (part, compiled) in enumerate(zip(plan.partitions, parts, strict=True)):
         if Target(part.target).kind.name != "reference":
-            submodel = extract_submodel(model, bits(index[n] for n in part.nodes))
+            submodel = submodel_of(model, part.nodes)
             verdict = check_partition(submodel, compiled)
             if verdict:
                 verdicts[i] = verdict
@@ -142,4 +204,4 @@ def _spec(name: str, types: Mapping[str, Any]) -> TensorSpec:
     return TensorSpec(name, dtype, value_type.shape if value_type is not None else None)
 
 
-__all__ = ["CompiledModel", "build_partitions", "compile"]
+__all__ = ["CompiledModel", "Transfer", "build_partitions", "compile", "plan_devices"]

@@ -22,6 +22,7 @@ from tessera.placement import (
     place_greedy,
     resolve_pins,
 )
+from tessera.placement._collage import Progress
 from tessera.placement._pins import PinSpec
 from tessera.placement._support import Banned
 
@@ -40,18 +41,20 @@ def partitioner_for(config: CompilationConfig) -> str:
 
 
 def partition(model: Any, config: Any = None, partitioner: str | None = None,
-              pins: PinSpec = None, **options: Any) -> Plan:
+              pins: PinSpec = None, progress: Progress | None = None,
+              **options: Any) -> Plan:
     """The plan for `model` (a path, bytes, ModelProto or loaded Model) on `config`'s
     targets. `partitioner` is 'collage' or 'greedy' (default: the config's, where 'auto' is
     collage with several targets); `pins` maps node names or 're:<regex>' to targets."""
     if partitioner is not None:
         options = {**options, "partitioner": partitioner}
     loaded = model if isinstance(model, Model) else load_model(model)
-    return place(loaded, as_config(config, options), pins)[0]
+    return place(loaded, as_config(config, options), pins, progress=progress)[0]
 
 
 def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
-          banned: Banned | None = None) -> tuple[Plan, Any]:
+          banned: Banned | None = None, progress: Progress | None = None
+          ) -> tuple[Plan, Any]:
     """The plan, and its CompiledModel when the end-to-end guard already built it."""
     flow_options = config.options
     table = SupportTable.build(model, config, banned, resolve_pins(model.dataflow, pins))
@@ -59,13 +62,14 @@ def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
         return place_greedy(model, table, flow_options.min_block_size), None
     searched, known = place_collage(
         model, table, db=CostDB(), max_candidate_size=flow_options.max_candidate_size,
-        min_block_size=flow_options.min_block_size, foreign_costs=flow_options.foreign_costs)
+        min_block_size=flow_options.min_block_size, foreign_costs=flow_options.foreign_costs,
+        progress=progress)
     return _keep_fastest(model, config, searched, known)
 
 
 def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
                   known: Mapping[str, Plan]) -> tuple[Plan, Any]:
-    from tessera.runtime._compiled import CompiledModel, build_partitions
+    from tessera.runtime._compiled import CompiledModel, build_partitions, policy_for
 
     singles = {n: p for n, p in known.items() if n.startswith("only ")}
     rivals = {"collage": searched, "greedy": known["greedy"]}
@@ -81,11 +85,12 @@ def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
             timings[name] = f"same plan as {seen[shape]}"
             continue
         seen[shape] = name
-        parts, failures = build_partitions(model, plan)
+        policy = policy_for(config, plan)  # a single-target plan runs with native settings
+        parts, failures = build_partitions(model, plan, policy)
         if failures:
             timings[name] = "failed to build: " + "; ".join(failures.values())[:200]
             continue
-        compiled = CompiledModel(model, config, plan, parts)
+        compiled = CompiledModel(model, config, plan, parts, policy)
         timings[name] = _latency(compiled)
         built[name] = compiled
     measured = {n: t for n, t in timings.items() if isinstance(t, float)}

@@ -49,7 +49,7 @@ VALID = [
     ("onnxruntime -spinning", "onnxruntime -spinning"),
     ("onnxruntime -spinning=true", "onnxruntime -spinning"),
     ("onnxruntime -spinning true", "onnxruntime -spinning"),
-    ("onnxruntime -spinning=off", "onnxruntime"),
+    ("onnxruntime -spinning=off", "onnxruntime -spinning=false"),
     ("onnxruntime -spinning -num-threads 2", "onnxruntime -num-threads=2 -spinning"),
     ("openvino -precision=bf16", "openvino -precision=bf16"),
     ("ov -num-streams=2 -num-threads=4", "openvino -num-threads=4 -num-streams=2"),

@@ -1,0 +1,329 @@
+"""`tessera compile`, `tessera run` and `tessera bench`: compile once to a `.tess` artifact,
+run it on numpy inputs, and compare against every backend run natively."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from tessera.cli._app import cli, console
+from tessera.cli._explain import parse_pairs, parse_shapes
+from tessera.cli._targets import config_from_cli
+
+if TYPE_CHECKING:
+    import numpy as np
+    from rich.table import Table
+
+    from tessera.config import CompilationConfig
+    from tessera.ir import Model
+    from tessera.placement import Plan
+
+CPU_BACKENDS = ("onnxruntime", "openvino", "torch", "iree", "tvm")
+
+
+def expand_targets(targets: str) -> str:
+    """'all' is every available CPU backend, in tessera's default priority order."""
+    if targets.strip() != "all":
+        return targets
+    from tessera import backends
+
+    available = [b for b in CPU_BACKENDS if backends.get(b).is_available().ok]
+    return ",".join(available) or "reference"
+
+
+def build_config(targets: str, options: tuple[str, ...], extra: list[str],
+                 **flow: Any) -> CompilationConfig:
+    chosen = [f"{k.replace('_', '-')}={v}" for k, v in flow.items() if v is not None]
+    return config_from_cli(expand_targets(targets), None, None, None, (*chosen, *options), extra)
+
+
+def cli_pins(model: Model, items: tuple[str, ...]) -> dict[str, str] | None:
+    """--pin NODE=TARGET: an exact node name, else a regular expression over node names."""
+    names = set(model.dataflow.names)
+    pins = {}
+    for key, target in parse_pairs(items, "--pin").items():
+        pins[key if key in names or key.startswith("re:") else f"re:{key}"] = target
+    return pins or None
+
+
+def placement_table(plan: Plan, model: Model, title: str) -> Table:
+    from rich.table import Table
+
+    ops = dict(zip(model.dataflow.names, (n.op_type for n in model.dataflow.nodes),
+                   strict=True))
+    table = Table(title=title, title_justify="left")
+    for column in ("#", "target", "nodes", "ops", "in → out", "cost ms"):
+        table.add_column(column, justify="right" if column in ("#", "nodes", "cost ms")
+                         else "left", overflow="fold")
+    for i, part in enumerate(plan.partitions):
+        counts = Counter(ops[n] for n in part.nodes)
+        summary = ", ".join(f"{op}×{c}" if c > 1 else op for op, c in counts.most_common(6))
+        if len(counts) > 6:
+            summary += f", +{len(counts) - 6} more"
+        edges = f"{len(part.inputs)} → {len(part.outputs)}"
+        cost = f"{part.cost_ms:.3f}" if part.cost_ms is not None else "-"
+        table.add_row(str(i), part.target, str(len(part.nodes)), summary, edges, cost)
+    return table
+
+
+def measuring_progress() -> tuple[Any, Any]:
+    """A rich progress bar for Collage's measuring, and the callback that drives it."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(TextColumn("measuring candidates ({task.fields[target]})"), BarColumn(),
+                   MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("left"),
+                   TimeRemainingColumn(), console=console(), transient=True)
+    task = bar.add_task("measure", total=None, target="")
+
+    def update(done: int, total: int, target: str) -> None:
+        bar.update(task, completed=done, total=total, target=target)
+
+    return bar, update
+
+
+# -- compile -------------------------------------------------------------------------------
+@cli.command("compile", context_settings={"ignore_unknown_options": True,
+                                          "allow_extra_args": True})
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("-t", "--target", "targets", required=True,
+              help='Targets in priority order, e.g. "openvino,onnxruntime,cpu"; "all" is '
+                   "every available CPU backend.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Artifact to write (default: MODEL with the suffix .tess).")
+@click.option("--partitioner", type=click.Choice(["auto", "greedy", "collage"]),
+              help="Placement: greedy by priority, or Collage's measured search.")
+@click.option("--pin", "pins", multiple=True, metavar="NODE_REGEX=TARGET",
+              help="Pin matching nodes to a target (repeatable).")
+@click.option("--min-block-size", type=int, help="Smallest partition greedy hands a backend.")
+@click.option("--fallback", type=click.Choice(["on", "off"]),
+              help="Place what no backend runs on the reference (default on).")
+@click.option("--threads", type=click.Choice(["auto", "native", "shared"]),
+              help="Thread policy (default auto: native for one partition, else shared).")
+@click.option("--option", "-O", "options", multiple=True, metavar="NAME=VALUE",
+              help="Any flow option (repeatable).")
+@click.option("--input-shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
+              help="Fix a dynamic input shape (repeatable).")
+@click.pass_context
+def compile_command(ctx: click.Context, model: str, targets: str, output: str | None,
+                    partitioner: str | None, pins: tuple[str, ...], min_block_size: int | None,
+                    fallback: str | None, threads: str | None, options: tuple[str, ...],
+                    shapes: tuple[str, ...]) -> None:
+    """Place MODEL on the targets, compile every partition and save one artifact.
+    tvmc-style target options work too: --target-onnxruntime-opt-level=basic."""
+    from tessera.ir import load_model
+    from tessera.runtime import compile as compile_model
+
+    config = build_config(targets, options, ctx.args, partitioner=partitioner,
+                          min_block_size=min_block_size, fallback=fallback, threads=threads)
+    loaded = load_model(model, parse_shapes(shapes))
+    out = Path(output) if output else Path(model).with_suffix(".tess")
+    bar, update = measuring_progress()
+    with bar:
+        compiled = compile_model(loaded, config, pins=cli_pins(loaded, pins), progress=update)
+    show = console()
+    plan = compiled.plan
+    show.print(placement_table(plan, loaded, f"{Path(model).name}: {len(loaded.dataflow)} "
+                                             f"nodes, {plan.partitioner}, threads "
+                                             f"{compiled.policy.name}"))
+    print_plan_stats(plan)
+    compiled.save(out)
+    click.echo(f"saved {out} ({out.stat().st_size / 1e6:.2f} MB)")
+
+
+def print_plan_stats(plan: Plan) -> None:
+    stats = plan.stats
+    if stats.get("candidates"):
+        click.echo(f"measured {stats['measurements']} of {stats['candidates']} candidates "
+                   f"({stats['cache_hits']} from the cost database) in "
+                   f"{stats.get('measure_seconds', 0.0):.1f} s")
+    if "end_to_end_ms" in stats:
+        timings = ", ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k}: {v}"
+                            for k, v in stats["end_to_end_ms"].items())
+        click.echo(f"end to end: {timings}; kept {stats['kept']}")
+
+
+# -- run -----------------------------------------------------------------------------------
+@cli.command("run")
+@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.option("--input", "-i", "inputs", multiple=True, metavar="NAME=FILE.npy",
+              help="One input from a .npy file (repeatable).")
+@click.option("--inputs", "npz", type=click.Path(dir_okay=False, exists=True),
+              help="All inputs from one .npz file.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Write the outputs to this .npz file.")
+@click.option("--bench", "runs", type=int, default=0, metavar="N",
+              help="Also time N runs and print median, p90 and min latency.")
+@click.option("--check", is_flag=True,
+              help="Compare the outputs with the reference backend on the source model.")
+@click.option("--allow-fallback", is_flag=True,
+              help="Re-place partitions whose backend is missing or changed version.")
+def run_command(artifact: str, inputs: tuple[str, ...], npz: str | None, output: str | None,
+                runs: int, check: bool, allow_fallback: bool) -> None:
+    """Load ARTIFACT (no measuring) and run it on inputs from files, or on random inputs of
+    the model's shapes."""
+    import warnings
+
+    from tessera.runtime import load
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = load(artifact, allow_fallback=allow_fallback)
+    for warning in caught:
+        click.echo(f"warning: {warning.message}", err=True)
+    feeds = read_inputs(compiled, inputs, npz)
+    results = compiled.run(feeds)
+    show = console()
+    show.print(outputs_table(results))
+    if output:
+        save_npz(Path(output), results)
+        click.echo(f"outputs written to {output}")
+    if runs:
+        from tessera.runtime._timing import time_block
+
+        latency = time_block(lambda: compiled.run(feeds), warmup=min(3, runs), min_runs=runs,
+                             max_runs=runs, seconds=0.0)
+        click.echo(f"latency over {latency.runs} runs: median {latency.median_ms:.3f} ms, "
+                   f"p90 {latency.p90_ms:.3f} ms, min {latency.min_ms:.3f} ms")
+    if check:
+        check_against_reference(compiled, feeds, results)
+
+
+def read_inputs(compiled: Any, items: tuple[str, ...], npz: str | None
+                ) -> dict[str, np.ndarray]:
+    import numpy as np
+
+    from tessera.backends._inputs import random_inputs
+    from tessera.errors import InputError
+
+    feeds: dict[str, np.ndarray] = {}
+    if npz:
+        with np.load(npz, allow_pickle=False) as data:
+            feeds.update({name: data[name] for name in data.files})
+    for name, file in parse_pairs(items, "--input").items():
+        try:
+            feeds[name] = np.load(file, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise InputError(f"--input {name}={file}: cannot read a .npy array: {err}") from None
+    if feeds:
+        return feeds
+    generated = random_inputs(compiled)
+    if generated is None:
+        raise InputError("the model has dynamic input shapes: give inputs with --input or "
+                         "--inputs, or compile with --input-shape")
+    return generated
+
+
+def outputs_table(results: dict[str, np.ndarray]) -> Table:
+    import numpy as np
+    from rich.table import Table
+
+    table = Table(title="outputs", title_justify="left")
+    for column in ("name", "dtype", "shape", "mean", "first values"):
+        table.add_column(column)
+    for name, value in results.items():
+        array = np.asarray(value)
+        numeric = array.dtype.kind in "biuf"
+        mean = f"{float(array.mean()):.6g}" if numeric and array.size else "-"
+        first = np.array2string(array.reshape(-1)[:4], precision=4, separator=", ")
+        table.add_row(name, str(array.dtype), str(list(array.shape)), mean, first)
+    return table
+
+
+def save_npz(path: Path, results: dict[str, np.ndarray]) -> None:
+    import io
+
+    import numpy as np
+
+    from tessera._private.cache import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **results)  # type: ignore[arg-type]
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def check_against_reference(compiled: Any, feeds: dict[str, np.ndarray],
+                            results: dict[str, np.ndarray]) -> None:
+    import numpy as np
+
+    from tessera import backends
+    from tessera.errors import ExecutionError
+
+    want = backends.get("reference").compile(compiled.model.proto).run(feeds)
+    worst = 0.0
+    for name, expected in want.items():
+        got = np.asarray(results[name])
+        if expected.dtype.kind in "biu":
+            same = bool(np.array_equal(got, expected))
+            error = 0.0 if same else float("inf")
+        else:
+            error = float(np.max(np.abs(got.astype(np.float64) - expected), initial=0.0))
+            same = bool(np.allclose(got, expected, rtol=1e-3, atol=1e-4, equal_nan=True))
+        worst = max(worst, error)
+        if not same:
+            raise ExecutionError(f"output {name!r} differs from the reference backend (max "
+                                 f"abs error {error:.3g}, tolerance rtol 1e-3, atol 1e-4)")
+    click.echo(f"check: all {len(want)} output(s) match the reference backend "
+               f"(max abs error {worst:.3g})")
+
+
+# -- bench ---------------------------------------------------------------------------------
+@cli.command("bench", context_settings={"ignore_unknown_options": True,
+                                        "allow_extra_args": True})
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("-t", "--target", "targets", required=True,
+              help='Targets to compare, e.g. "onnxruntime,openvino,torch", or "all".')
+@click.option("--seconds", type=float, default=1.0, show_default=True,
+              help="Timing budget per row.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False),
+              help="Also write the rows as JSON.")
+@click.option("--input-shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
+              help="Fix a dynamic input shape (repeatable).")
+@click.pass_context
+def bench_command(ctx: click.Context, model: str, targets: str, seconds: float,
+                  json_out: str | None, shapes: tuple[str, ...]) -> None:
+    """Compare, in one run: each backend natively, tessera on each backend alone, tessera's
+    greedy plan and tessera's Collage plan. Each row is timed in its own block."""
+    import json
+
+    from tessera.ir import load_model
+    from tessera.runtime._compare import compare
+
+    config = build_config(targets, (), ctx.args)
+    loaded = load_model(model, parse_shapes(shapes))
+    bar, update = measuring_progress()
+    with bar:
+        rows = compare(loaded, config, seconds=seconds, progress=update)
+    console().print(comparison_table(rows, Path(model).name))
+    if json_out:
+        from tessera._private.cache import atomic_write_bytes
+
+        atomic_write_bytes(Path(json_out), json.dumps(rows, indent=1).encode())
+        click.echo(f"rows written to {json_out}")
+
+
+def comparison_table(rows: list[dict[str, Any]], label: str) -> Table:
+    from rich.table import Table
+
+    table = Table(title=f"{label}: latency, each row timed in its own block",
+                  title_justify="left")
+    for column in ("row", "median ms", "p90 ms", "min ms", "vs best native", "plan"):
+        table.add_column(column, justify="left" if column in ("row", "plan") else "right")
+    for row in rows:
+        if "error" in row:
+            table.add_row(row["row"], "-", "-", "-", "-", f"[red]{row['error']}[/red]")
+            continue
+        ratio = row.get("vs_best_native")
+        table.add_row(row["row"], f"{row['median_ms']:.3f}", f"{row['p90_ms']:.3f}",
+                      f"{row['min_ms']:.3f}", f"{ratio:.2f}×" if ratio else "-",
+                      row.get("plan", ""))
+    return table

@@ -1,0 +1,85 @@
+"""One comparison, measured in one run: each backend natively, tessera on each backend alone,
+tessera's greedy plan and its Collage plan. Everything is built first; then each row is timed
+in its own block, and ratios are taken against the best native row of the same run."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from tessera.config import CompilationConfig
+from tessera.errors import TesseraError
+from tessera.ir import Model
+from tessera.placement._collage import Progress
+from tessera.runtime._timing import time_block
+
+
+def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
+            progress: Progress | None = None) -> list[dict[str, Any]]:
+    from tessera.backends._inputs import random_inputs
+    from tessera.runtime._compiled import compile
+    from tessera.runtime._native import native_runner
+
+    raw = model.proto.SerializeToString()
+    targets = [t for t in config.priority if t.kind.name != "reference"]
+    built: dict[str, Any] = {}  # a runner or compiled model, or why it could not be built
+    plans: dict[str, str] = {}
+    compiled_any = None
+    for target in targets:
+        built[f"native {target.kind.name}"] = _guarded(
+            functools.partial(native_runner, target.kind.name, raw))
+    for target in targets:
+        single = dataclasses.replace(config, entries=tuple(
+            e for e in config.entries if e.target == target or e.target.kind.name in (
+                "cpu", "cuda")))
+        built[f"tessera {target}"] = _guarded(functools.partial(compile, model, single))
+    if len(targets) > 1:
+        built["tessera greedy"] = _guarded(functools.partial(
+            compile, model, config, partitioner="greedy"))
+        built["tessera collage"] = _guarded(functools.partial(
+            compile, model, config, partitioner="collage", progress=progress))
+    for label, value in built.items():
+        if hasattr(value, "plan"):
+            compiled_any = value
+            plans[label] = " + ".join(f"{p.target}[{len(p.nodes)}]"
+                                      for p in value.plan.partitions)
+    if compiled_any is None:
+        raise TesseraError("no row could be built: every backend failed on this model")
+    feeds = random_inputs(compiled_any)
+    if feeds is None:
+        raise TesseraError("the model has dynamic input shapes; fix them with --input-shape")
+    rows: list[dict[str, Any]] = []
+    for label, value in built.items():
+        if isinstance(value, str):
+            rows.append({"row": label, "error": value})
+            continue
+        call = value.run if hasattr(value, "run") else value
+        try:
+            latency = time_block(functools.partial(call, feeds), seconds=seconds)
+        except Exception as err:  # a backend failing at run time is a row, not a crash
+            rows.append({"row": label, "error": _line(err)})
+            continue
+        rows.append({"row": label, **latency.to_dict(), "plan": plans.get(label, "whole model")})
+    natives = [r["median_ms"] for r in rows if r["row"].startswith("native ") and "error" not in r]
+    best = min(natives, default=None)
+    for row in rows:
+        if best and "median_ms" in row:
+            row["vs_best_native"] = round(row["median_ms"] / best, 3)
+    return rows
+
+
+def _guarded(build: Callable[[], Any]) -> Any:
+    try:
+        return build()
+    except Exception as err:  # one failing backend must not end the comparison
+        return _line(err)
+
+
+def _line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:160] if text else ''}"
+
+
+__all__ = ["compare"]

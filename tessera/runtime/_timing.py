@@ -1,0 +1,47 @@
+"""Latency in blocks: warm up, then run one thing repeatedly until a time budget is spent.
+Timing one plan's runs together keeps another backend's spinning pool from slowing them."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Latency:
+    median_ms: float
+    p90_ms: float
+    min_ms: float
+    mean_ms: float
+    runs: int
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Latency:
+        ordered = sorted(samples)
+        p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+        return cls(round(statistics.median(ordered), 4), round(p90, 4), round(ordered[0], 4),
+                   round(statistics.fmean(ordered), 4), len(ordered))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def time_block(run: Callable[[], object], *, warmup: int = 3, min_runs: int = 10,
+               max_runs: int = 2000, seconds: float = 1.0) -> Latency:
+    """`run` timed after `warmup` calls: at least `min_runs`, then until `seconds` pass."""
+    for _ in range(warmup):
+        run()
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < max_runs and (len(samples) < min_runs
+                                       or time.perf_counter() - start < seconds):
+        began = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - began) * 1e3)
+    return Latency.of(samples)
+
+
+__all__ = ["Latency", "time_block"]

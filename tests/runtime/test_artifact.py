@@ -1,0 +1,189 @@
+"""Artifacts: save and load round trips on real backends, checksums, atomic writes, backend
+version drift (error, or re-placement with allow_fallback), and no code in the file."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import tessera
+from tessera import backends, zoo
+from tessera.errors import ArtifactError
+from tessera.runtime import FallbackWarning
+from tessera.runtime._artifact import MANIFEST, _canonical, _sha
+
+TARGETS = [t for t in ("onnxruntime", "openvino", "torch")
+           if backends.get(t).is_available().ok]
+pytestmark = pytest.mark.skipif(len(TARGETS) < 2, reason="needs two real backends")
+
+
+@pytest.fixture(autouse=True)
+def cost_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "costs.sqlite"))
+    yield tmp_path
+
+
+def mixed(name: str = "mlp") -> tessera.runtime.CompiledModel:
+    """A plan with one partition per available backend, by pins: every kind of cache."""
+    proto = onnx.load(zoo.export(name, 1))
+    pins = {"/layers.0/Gemm": TARGETS[0], "/Erf": TARGETS[1], "/layers.1/Gemm": TARGETS[-1]}
+    return tessera.compile(proto, TARGETS, pins=pins, partitioner="greedy")
+
+
+def reference(name: str = "mlp") -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    feeds = zoo.example_inputs(name)
+    return feeds, backends.get("reference").compile(onnx.load(zoo.export(name, 1))).run(feeds)
+
+
+def assert_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
+    assert set(got) == set(want)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-3, atol=1e-4)
+
+
+def rewrite(path: Path, change: dict[str, bytes | None], *, fix_manifest: bool) -> None:
+    """Replace (or drop, with None) entries; optionally re-sign the manifest as a careful
+    forger would, so only the deeper checks can catch it."""
+    with zipfile.ZipFile(path) as archive:
+        files = {n: archive.read(n) for n in archive.namelist()}
+    for name, data in change.items():
+        if data is None:
+            files.pop(name, None)
+        else:
+            files[name] = data
+    if fix_manifest:
+        manifest = json.loads(files[MANIFEST])
+        manifest.pop("checksum")
+        manifest["files"] = {n: _sha(d) for n, d in sorted(files.items()) if n != MANIFEST}
+        manifest["checksum"] = _sha(_canonical(manifest))
+        files[MANIFEST] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+
+
+def test_save_load_round_trip_reuses_backend_caches(tmp_path: Path) -> None:
+    compiled = mixed()
+    assert len({p.target for p in compiled.plan.partitions}) == len(TARGETS)
+    feeds, want = reference()
+    before = compiled.run(feeds)
+    path = compiled.save(tmp_path / "mlp.tess")
+    loaded = tessera.load(path)
+    assert loaded.plan == compiled.plan
+    assert loaded.policy == compiled.policy
+    for part, source in zip(loaded.plan.partitions, loaded.sources, strict=True):
+        has_cache = backends.get(part.target).cache_format is not None
+        assert source == ("cache" if has_cache else "submodel"), part.target
+    after = loaded.run(feeds)
+    assert_close(after, want)
+    for key in before:
+        np.testing.assert_allclose(after[key], before[key], rtol=1e-5, atol=1e-6)
+
+
+def test_weights_are_stored_once(tmp_path: Path) -> None:
+    path = mixed().save(tmp_path / "mlp.tess")
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        tensors = [n for n in names if n.startswith("tensors/")]
+        weights = sum(archive.getinfo(n).file_size for n in tensors)
+    source = sum(t.ByteSize() for t in onnx.load(zoo.export("mlp", 1)).graph.initializer)
+    assert tensors and weights <= 1.05 * source  # once, though model and partitions share them
+    assert all(n == MANIFEST or n.endswith((".json", ".onnx")) or n.startswith(
+        ("tensors/", "caches/")) for n in names)
+
+
+def test_a_damaged_entry_fails_its_checksum(tmp_path: Path) -> None:
+    path = mixed().save(tmp_path / "mlp.tess")
+    with zipfile.ZipFile(path) as archive:
+        tensor = next(n for n in archive.namelist() if n.startswith("tensors/"))
+        data = bytearray(archive.read(tensor))
+    data[10] ^= 0xFF
+    rewrite(path, {tensor: bytes(data)}, fix_manifest=False)
+    with pytest.raises(ArtifactError, match=f"{tensor} fails its SHA-256 check"):
+        tessera.load(path)
+
+
+def test_an_edited_manifest_fails_its_checksum(tmp_path: Path) -> None:
+    path = mixed().save(tmp_path / "mlp.tess")
+    with zipfile.ZipFile(path) as archive:
+        manifest = json.loads(archive.read(MANIFEST))
+    manifest["thread_policy"] = "native"
+    rewrite(path, {MANIFEST: json.dumps(manifest).encode()}, fix_manifest=False)
+    with pytest.raises(ArtifactError, match="manifest's checksum does not match"):
+        tessera.load(path)
+
+
+def test_weights_never_come_from_outside_the_file(tmp_path: Path) -> None:
+    path = mixed().save(tmp_path / "mlp.tess")
+    with zipfile.ZipFile(path) as archive:
+        model = onnx.load_from_string(archive.read("model.onnx"))
+    external = next(t for t in model.graph.initializer if t.external_data)
+    for entry in external.external_data:
+        if entry.key == "location":
+            entry.value = "../../etc/passwd"
+    rewrite(path, {"model.onnx": model.SerializeToString()}, fix_manifest=True)
+    with pytest.raises(ArtifactError, match="does not contain"):
+        tessera.load(path)
+
+
+@pytest.mark.parametrize("content", [b"", b"not a zip at all", b"PK\x03\x04truncated"])
+def test_what_is_not_an_artifact_is_a_clear_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "bad.tess"
+    path.write_bytes(content)
+    with pytest.raises(ArtifactError, match="not a tessera artifact"):
+        tessera.load(path)
+    with pytest.raises(ArtifactError, match="no artifact at"):
+        tessera.load(tmp_path / "missing.tess")
+
+
+def test_a_failed_save_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    compiled = mixed()
+    path = compiled.save(tmp_path / "mlp.tess")
+    good = path.read_bytes()
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", broken)
+    with pytest.raises(OSError, match="disk full"):
+        compiled.save(path)
+    assert path.read_bytes() == good  # the old artifact is intact
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".sqlite") == ["mlp.tess"]
+
+
+def test_a_changed_backend_version_is_an_error_or_a_fallback(tmp_path: Path) -> None:
+    compiled = mixed()
+    path = compiled.save(tmp_path / "mlp.tess")
+    with zipfile.ZipFile(path) as archive:
+        manifest = json.loads(archive.read(MANIFEST))
+    lost = TARGETS[1]
+    manifest["backends"][lost] = "0.0.1"
+    rewrite(path, {MANIFEST: json.dumps(manifest).encode()}, fix_manifest=True)
+    with pytest.raises(ArtifactError, match=f"saved with {lost} 0.0.1, installed"):
+        tessera.load(path)
+    with pytest.warns(FallbackWarning, match=lost):
+        loaded = tessera.load(path, allow_fallback=True)
+    assert lost not in {p.target for p in loaded.plan.partitions}
+    kept = {n: p.target for p in compiled.plan.partitions for n in p.nodes
+            if p.target != lost}
+    assert {n: p.target for p in loaded.plan.partitions for n in p.nodes
+            if n in kept} == kept  # the other partitions stay where they were
+    feeds, want = reference()
+    assert_close(loaded.run(feeds), want)
+
+
+def test_another_format_version_is_refused(tmp_path: Path) -> None:
+    path = mixed().save(tmp_path / "mlp.tess")
+    with zipfile.ZipFile(path) as archive:
+        manifest = json.loads(archive.read(MANIFEST))
+    manifest["version"] = 99
+    rewrite(path, {MANIFEST: json.dumps(manifest).encode()}, fix_manifest=True)
+    with pytest.raises(ArtifactError, match="format version 99"):
+        tessera.load(path)
