@@ -40,8 +40,9 @@ def parse_shapes(items: tuple[str, ...]) -> dict[str, list[int]] | None:
 @cli.command("explain", context_settings={"ignore_unknown_options": True,
                                           "allow_extra_args": True})
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("-t", "--target", "targets", required=True,
-              help='Targets in priority order, e.g. "onnxruntime,openvino,torch".')
+@click.option("-t", "--target", "targets",
+              help='Targets in priority order, e.g. "onnxruntime,openvino,torch" (not needed '
+                   "for a .tess artifact).")
 @click.option("--option", "-o", "options", multiple=True, metavar="NAME=VALUE",
               help="Flow option, e.g. -o partitioner=greedy (repeatable).")
 @click.option("--pin", "pins", multiple=True, metavar="NODE=TARGET",
@@ -49,20 +50,43 @@ def parse_shapes(items: tuple[str, ...]) -> dict[str, list[int]] | None:
 @click.option("--input-shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
               help="Fix a dynamic input shape (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the Plan as JSON.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False),
+              help="Also draw the placement as one self-contained HTML page.")
 @click.pass_context
-def explain_command(ctx: click.Context, model: str, targets: str, options: tuple[str, ...],
-                    pins: tuple[str, ...], shapes: tuple[str, ...], as_json: bool) -> None:
-    """Show where each node of MODEL runs, and why."""
+def explain_command(ctx: click.Context, model: str, targets: str | None,
+                    options: tuple[str, ...], pins: tuple[str, ...], shapes: tuple[str, ...],
+                    as_json: bool, html_out: str | None) -> None:
+    """Show where each node of MODEL (an .onnx model, or a saved .tess artifact) runs, and
+    why."""
     from tessera.ir import load_model
-    from tessera.runtime import partition
 
-    config = config_from_cli(targets, None, None, None, options, ctx.args)
-    loaded = load_model(model, parse_shapes(shapes))
-    plan = partition(loaded, config, pins=parse_pairs(pins, "--pin") or None)
+    if model.endswith(".tess"):
+        from tessera.runtime._artifact import read
+
+        artifact = read(model)
+        loaded = load_model(artifact.model("model.onnx"))
+        plan = artifact.plan
+    else:
+        from tessera.cli._build import cli_pins, expand_targets
+        from tessera.errors import ConfigError
+        from tessera.runtime import partition
+
+        if not targets:
+            raise ConfigError("explain MODEL.onnx needs targets: -t onnxruntime,openvino,...")
+        config = config_from_cli(expand_targets(targets), None, None, None, options, ctx.args)
+        loaded = load_model(model, parse_shapes(shapes))
+        plan = partition(loaded, config, pins=cli_pins(loaded, pins))
+    if html_out:
+        from tessera._private.cache import atomic_write_bytes
+        from tessera.cli._html import render_html
+
+        atomic_write_bytes(Path(html_out), render_html(plan, loaded, Path(model).name).encode())
     if as_json:
         click.echo(plan.to_json())
         return
     click.echo(render(plan, loaded, Path(model).name))
+    if html_out:
+        click.echo(f"\nplacement picture written to {html_out}")
 
 
 def render(plan: object, model: object, label: str) -> str:
