@@ -286,11 +286,13 @@ def check_against_reference(compiled: Any, feeds: dict[str, np.ndarray],
               help="Timing budget per row.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="Also write the rows as JSON.")
+@click.option("--save", "save_to", type=click.Path(dir_okay=False),
+              help="Save tessera's plan (the Collage row) as an artifact.")
 @click.option("--input-shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
               help="Fix a dynamic input shape (repeatable).")
 @click.pass_context
 def bench_command(ctx: click.Context, model: str, targets: str, seconds: float,
-                  json_out: str | None, shapes: tuple[str, ...]) -> None:
+                  json_out: str | None, save_to: str | None, shapes: tuple[str, ...]) -> None:
     """Compare, in one run: each backend natively, tessera on each backend alone, tessera's
     greedy plan and tessera's Collage plan. Each row is timed in its own block."""
     import json
@@ -302,8 +304,22 @@ def bench_command(ctx: click.Context, model: str, targets: str, seconds: float,
     loaded = load_model(model, parse_shapes(shapes))
     bar, update = measuring_progress()
     with bar:
-        rows = compare(loaded, config, seconds=seconds, progress=update)
-    console().print(comparison_table(rows, Path(model).name))
+        result = compare(loaded, config, seconds=seconds, progress=update)
+    rows = result.rows
+    show = console()
+    if result.best is not None:
+        plan = result.best.plan
+        show.print(placement_table(plan, loaded, f"tessera's plan: {plan.partitioner}, threads "
+                                                 f"{result.best.policy.name}"))
+        print_plan_stats(plan)
+    show.print(comparison_table(rows, Path(model).name))
+    if save_to:
+        if result.best is None:
+            from tessera.errors import CompileError
+
+            raise CompileError("tessera's own plan failed to build; nothing to save")
+        result.best.save(Path(save_to))
+        click.echo(f"saved {save_to} ({Path(save_to).stat().st_size / 1e6:.2f} MB)")
     if json_out:
         from tessera._private.cache import atomic_write_bytes
 

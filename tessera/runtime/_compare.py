@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tessera.config import CompilationConfig
@@ -16,8 +17,14 @@ from tessera.placement._collage import Progress
 from tessera.runtime._timing import time_block
 
 
+@dataclass
+class Comparison:
+    rows: list[dict[str, Any]]
+    best: Any  # tessera's own plan for the config (collage, or the single target's)
+
+
 def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
-            progress: Progress | None = None) -> list[dict[str, Any]]:
+            progress: Progress | None = None) -> Comparison:
     from tessera.backends._inputs import random_inputs
     from tessera.runtime._compiled import compile
     from tessera.runtime._native import native_runner
@@ -67,7 +74,8 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
     for row in rows:
         if best and "median_ms" in row:
             row["vs_best_native"] = round(row["median_ms"] / best, 3)
-    return rows
+    own = built.get("tessera collage", built.get(f"tessera {targets[0]}") if targets else None)
+    return Comparison(rows, own if hasattr(own, "plan") else None)
 
 
 def _guarded(build: Callable[[], Any]) -> Any:
@@ -82,4 +90,4 @@ def _line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0][:160] if text else ''}"
 
 
-__all__ = ["compare"]
+__all__ = ["Comparison", "compare"]
