@@ -15,8 +15,10 @@ setup: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/tessera targets
-	$(BIN)/tessera config show -t "openvino,onnxruntime,cpu -mcpu=skylake"
-	$(BIN)/tessera explain "$$($(BIN)/python -m tessera.zoo mlp)" -t onnxruntime,openvino,torch
+	mkdir -p build
+	$(BIN)/tessera bench "$$($(BIN)/python -m tessera.zoo mlp)" -t all --seconds 0.5 --save build/demo.tess
+	$(BIN)/tessera run build/demo.tess --check --bench 200
+	$(BIN)/tessera explain build/demo.tess --html build/demo.html | tail -n 1
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -7,7 +7,8 @@ though, ONNX Runtime is 5-10% faster with spinning on. So the policy is chosen p
 
 - "native": a plan of one partition keeps its backend's own fastest settings;
 - "shared": a mixed plan gives every backend the whole budget of cores, one at a time, and
-  no pool spins once its partition is done.
+  no pool spins once its partition is done (ONNX Runtime's `session.force_spinning_stop`:
+  a pool spins during its own run, where spinning pays, and parks when the run returns).
 
 Attributes the user set on a target always win over the policy.
 """
@@ -59,10 +60,10 @@ def _settings(backend: str, policy: ThreadPolicy) -> dict[str, Any]:
         # ONNX Runtime's own default pool spins; the others keep their defaults
         return {"spinning": True} if backend == "onnxruntime" else {}
     threads = {"num-threads": policy.budget}
-    if backend == "onnxruntime":
-        return {**threads, "spinning": False}
-    if backend == "openvino":
-        return {**threads, "num-streams": 1}
+    if backend == "onnxruntime":  # spin while running, stop the moment the run returns
+        return {**threads, "spinning": True, "spin-stop": True}
+    if backend == "openvino":  # pinned OpenVINO threads slow the partitions around them
+        return {**threads, "num-streams": 1, "cpu-pinning": False}
     return threads
 
 

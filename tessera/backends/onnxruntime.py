@@ -32,6 +32,9 @@ KIND = register_kind(
                  minimum=0),
         AttrSpec("spinning", AttrType.BOOL, None,
                  "let idle pool threads spin (unset: the plan's thread policy decides)"),
+        AttrSpec("spin-stop", AttrType.BOOL, None,
+                 "stop the pool spinning as soon as a run returns, so the next partition "
+                 "gets the cores (unset: the plan's thread policy decides)"),
         AttrSpec("execution-mode", AttrType.STR, "sequential", "operator scheduling",
                  choices=("sequential", "parallel")),
     ),
@@ -153,6 +156,8 @@ def _session(model: bytes, target: Target, *, optimized: bool = False,
     options.add_session_config_entry(
         "session.intra_op.allow_spinning", "1" if target.attrs.get("spinning") else "0")
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    options.add_session_config_entry(
+        "session.force_spinning_stop", "1" if target.attrs.get("spin-stop") else "0")
     options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL
                               if target.attrs["execution-mode"] == "parallel"
                               else ort.ExecutionMode.ORT_SEQUENTIAL)

@@ -33,6 +33,9 @@ KIND = register_kind(
         AttrSpec("performance-hint", AttrType.STR, "latency", "OpenVINO performance mode",
                  choices=("latency", "throughput")),
         AttrSpec("num-streams", AttrType.INT, 1, "parallel inference streams", minimum=1),
+        AttrSpec("cpu-pinning", AttrType.BOOL, None,
+                 "pin inference threads to cores (unset: the plan's thread policy decides; "
+                 "pinned threads fight the next backend's pool in a mixed plan)"),
         AttrSpec("cache-dir", AttrType.STR, doc="compiled-blob cache directory", tuning=False),
     ),
 )
@@ -57,6 +60,8 @@ def compile_config(target: Target) -> dict[str, str]:
     }
     if attrs["num-threads"]:
         config["INFERENCE_NUM_THREADS"] = str(attrs["num-threads"])
+    if attrs.get("cpu-pinning") is not None:
+        config["ENABLE_CPU_PINNING"] = "YES" if attrs["cpu-pinning"] else "NO"
     if attrs.get("cache-dir"):
         config["CACHE_DIR"] = attrs["cache-dir"]
     return config
@@ -132,7 +137,10 @@ class _OpenVinoCompiled(Compiled):
     def __init__(self, backend: str, model: onnx.ModelProto, target: Target, compiled: Any):
         super().__init__(backend, model, target)
         self.compiled = compiled
+        import numpy as np
+
         self._names = [o.name for o in self.outputs]
+        self._dtypes = [np.dtype(o.dtype) for o in self.outputs]  # compared per run: no .name
         self._local = threading.local()  # an infer request per calling thread
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -140,16 +148,16 @@ class _OpenVinoCompiled(Compiled):
         if request is None:
             request = self._local.request = self.compiled.create_infer_request()
         results = request.infer(feeds, share_inputs=True).to_tuple()  # zero-copy inputs
-        return {name: _as_expected(value, spec.dtype)
-                for name, value, spec in zip(self._names, results, self.outputs, strict=True)}
+        return {name: _as_expected(value, dtype)
+                for name, value, dtype in zip(self._names, results, self._dtypes, strict=True)}
 
 
-def _as_expected(value: Any, dtype: str) -> np.ndarray:
+def _as_expected(value: Any, dtype: np.dtype[Any]) -> np.ndarray:
     """OpenVINO may hand back a narrower type than the model declares (i32 for i64)."""
     import numpy as np
 
     array = np.asarray(value)
-    return array if array.dtype.name == dtype else array.astype(dtype)
+    return array if array.dtype == dtype else array.astype(dtype)
 
 
 BACKEND = BACKENDS.register("openvino", OpenVinoBackend())

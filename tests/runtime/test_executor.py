@@ -32,13 +32,16 @@ def test_a_one_partition_plan_keeps_the_backends_own_settings() -> None:
     assert native.apply(Target("openvino")) == Target("openvino")
 
 
-def test_a_mixed_plan_shares_one_budget_without_spinning() -> None:
+def test_a_mixed_plan_shares_one_budget_and_stops_spinning_between_partitions() -> None:
     shared = ThreadPolicy.for_partitions(3)
     assert shared.name == "shared" and shared.budget == core_budget()
     ort = shared.apply(Target("onnxruntime"))
-    assert ort.attrs["spinning"] is False and ort.attrs["num-threads"] == core_budget()
+    assert ort.attrs["num-threads"] == core_budget()
+    assert ort.attrs["spinning"] is True and ort.attrs["spin-stop"] is True
+    assert str(ort).endswith("-spinning -spin-stop")
     ov = shared.apply(Target("openvino"))
     assert ov.attrs["num-threads"] == core_budget() and ov.attrs["num-streams"] == 1
+    assert ov.attrs["cpu-pinning"] is False
     assert shared.apply(Target("torch")).attrs["num-threads"] == core_budget()
 
 
@@ -46,8 +49,8 @@ def test_what_the_user_set_wins_over_the_policy() -> None:
     assert ThreadPolicy.for_partitions(1).apply(
         Target("onnxruntime -spinning=false")).attrs["spinning"] is False
     assert ThreadPolicy.for_partitions(2).apply(
-        Target("onnxruntime -num-threads=1 -spinning")).attrs == {
-        **Target("onnxruntime").attrs, "num-threads": 1, "spinning": True}
+        Target("onnxruntime -num-threads=1 -spinning=false")).attrs == {
+        **Target("onnxruntime").attrs, "num-threads": 1, "spinning": False, "spin-stop": True}
     assert ThreadPolicy.for_partitions(1, "shared").name == "shared"
     assert ThreadPolicy.for_partitions(5, "native").name == "native"
 
@@ -75,7 +78,7 @@ def test_compiled_partitions_run_under_the_plans_policy() -> None:
     assert mixed.policy.name == "shared" and len(mixed.plan.partitions) > 1
     for part in mixed.parts:
         if part.backend == "onnxruntime":
-            assert part.target.attrs["spinning"] is False
+            assert part.target.attrs["spin-stop"] is True
 
 
 def test_concurrent_callers_get_their_own_results() -> None:

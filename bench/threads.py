@@ -1,0 +1,226 @@
+"""Thread-policy benchmark: what tessera's executor costs on top of the backends it chains.
+
+1. single: a one-partition plan vs the same backend run natively (goal: speed >= 0.98x).
+2. chain: the model cut into k partitions in a row (all onnxruntime, or alternating
+   onnxruntime/openvino), run by tessera, vs the sum of its parts each run alone
+   (goal: <= 1.05x).
+3. policy: ten partitions chained with each backend's own default pools (spinning ONNX
+   Runtime sessions, OpenVINO's defaults) vs tessera's shared policy, both against the whole
+   model in one native session. This is the "chained sessions fight for the cores" problem
+   and its fix. Each configuration runs in its own process: idle pools of one configuration
+   keep spinning into the next one's timings (measured here: 10x slower for ~1 s).
+
+Every number is timed in rounds of blocks (bench/_rounds.py) and ratios are taken in the same
+run. Writes bench/results/threads.{md,json}.
+
+    python -m bench.threads [--models resnet-tiny bert-tiny] [--rounds 3] [--seconds 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench._rounds import in_rounds, machine
+from tessera import backends, zoo
+from tessera.backends._threads import ThreadPolicy
+from tessera.ir import Model, load_model
+from tessera.placement import Plan
+from tessera.placement._plan import make_partitions
+from tessera.runtime._compiled import CompiledModel, build_partitions
+from tessera.runtime._compiled import compile as compile_model
+from tessera.runtime._native import native_runner
+from tessera.runtime._place import as_config
+from tessera.runtime._timing import time_block
+
+MODELS = ["resnet-tiny", "bert-tiny", "mobilenetv2-tiny", "resnet50"]
+SINGLE_BACKENDS = ["onnxruntime", "openvino"]
+CHAIN_LENGTHS = [2, 4, 10]
+
+
+def chained(model: Model, k: int, targets: Sequence[str], policy: ThreadPolicy
+            ) -> CompiledModel:
+    """`model` cut into k runs of consecutive nodes (topological order, hence convex), the
+    i-th placed on targets[i % len(targets)], compiled under `policy`."""
+    flow = model.dataflow
+    n = len(flow)
+    bounds = [round(i * n / k) for i in range(k + 1)]
+    groups = [(sum(1 << j for j in range(lo, hi)), targets[i % len(targets)], None)
+              for i, (lo, hi) in enumerate(itertools.pairwise(bounds)) if hi > lo]
+    plan = Plan(make_partitions(flow, groups), "bench-chain")
+    parts, failed = build_partitions(model, plan, policy)
+    if failed:
+        raise RuntimeError(f"chain of {k} on {targets}: {failed}")
+    return CompiledModel(model, as_config(list(dict.fromkeys(targets)), {}), plan, parts,
+                         policy)
+
+
+def part_feeds(compiled: CompiledModel, feeds: dict[str, np.ndarray]
+               ) -> list[dict[str, np.ndarray]]:
+    """The inputs each partition sees in a run of the whole chain."""
+    values: dict[str, Any] = dict(feeds)
+    seen = []
+    for part, built in zip(compiled.plan.partitions, compiled.parts, strict=True):
+        inputs = {name: values[name] for name in part.inputs}
+        seen.append(inputs)
+        values.update(built.run(inputs))
+    return seen
+
+
+def bench_single(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
+    path = zoo.export(name, 1)
+    feeds = zoo.example_inputs(name, 1)
+    rows = []
+    for backend in SINGLE_BACKENDS:  # one backend's pools alive at a time
+        native = native_runner(backend, path.read_bytes())
+        mine = compile_model(path, backend)
+        measured = in_rounds({"native": partial(native, feeds),
+                              "tessera": partial(mine.run, feeds)},
+                             rounds=rounds, seconds=seconds)
+        rows.append({"model": name, "backend": backend, "native": measured["native"].to_dict(),
+                     "tessera": measured["tessera"].to_dict(),
+                     "speed": round(measured["native"].median_ms
+                                    / measured["tessera"].median_ms, 4)})
+        del native, mine
+        settle()
+    return rows
+
+
+def bench_chain(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
+    model = load_model(zoo.export(name, 1))
+    feeds = zoo.example_inputs(name, 1)
+    shared = ThreadPolicy.for_partitions(2)
+    rows = []
+    for mix in (["onnxruntime"], ["onnxruntime", "openvino"]):
+        for k in CHAIN_LENGTHS:
+            chain = chained(model, k, mix, shared)
+            blocks: dict[str, Callable[[], object]] = {"chain": partial(chain.run, feeds)}
+            for i, (built, inputs) in enumerate(zip(chain.parts, part_feeds(chain, feeds),
+                                                    strict=True)):
+                blocks[f"part {i}"] = partial(built.run, inputs)
+            measured = in_rounds(blocks, rounds=rounds, seconds=seconds / 2)
+            count = len(chain.parts)
+            del chain, blocks
+            settle()
+            parts_ms = sum(m.median_ms for label, m in measured.items() if label != "chain")
+            rows.append({"model": name, "targets": "/".join(mix), "k": count,
+                         "chain": measured["chain"].to_dict(), "sum_of_parts_ms":
+                         round(parts_ms, 4),
+                         "ratio": round(measured["chain"].median_ms / parts_ms, 4)})
+    return rows
+
+
+POLICY_CONFIGS = {
+    "whole model, native onnxruntime": ([], ""),
+    "10 x onnxruntime, native pools": (["onnxruntime"], "native"),
+    "10 x onnxruntime, shared policy": (["onnxruntime"], "shared"),
+    "10 x onnxruntime/openvino, native pools": (["onnxruntime", "openvino"], "native"),
+    "10 x onnxruntime/openvino, shared policy": (["onnxruntime", "openvino"], "shared"),
+}
+
+
+def policy_child(name: str, label: str, seconds: float) -> float:
+    """One configuration of the policy section, alone in this process: idle pools of another
+    configuration would otherwise keep spinning into its timings (that is the problem)."""
+    path = zoo.export(name, 1)
+    feeds = zoo.example_inputs(name, 1)
+    mix, policy = POLICY_CONFIGS[label]
+    if not mix:
+        runner = native_runner("onnxruntime", path.read_bytes())
+        return time_block(lambda: runner(feeds), seconds=seconds).median_ms
+    chain = chained(load_model(path), 10, mix,
+                    ThreadPolicy(policy, ThreadPolicy.for_partitions(1).budget))  # type: ignore[arg-type]
+    return time_block(lambda: chain.run(feeds), seconds=seconds).median_ms
+
+
+def bench_policy(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
+    medians: dict[str, list[float]] = {label: [] for label in POLICY_CONFIGS}
+    for _ in range(rounds):
+        for label in POLICY_CONFIGS:
+            done = subprocess.run([sys.executable, "-m", "bench.threads", "--policy-child",
+                                   name, label, "--seconds", str(seconds)],
+                                  capture_output=True, text=True, check=True)
+            medians[label].append(float(done.stdout.strip().splitlines()[-1]))
+    base = statistics.median(medians["whole model, native onnxruntime"])
+    rows = []
+    for label, values in medians.items():
+        mid = statistics.median(values)
+        rows.append({"model": name, "config": label, "median_ms": round(mid, 4),
+                     "spread": round((max(values) - min(values)) / mid, 4),
+                     "vs_whole": round(mid / base, 4)})
+    return rows
+
+
+def settle(seconds: float = 1.0) -> None:
+    """Let the pools of what was just timed (and freed) stop spinning."""
+    gc.collect()
+    time.sleep(seconds)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    out = ["# Thread-policy benchmark", "", f"{result['machine']}. Median of the block "
+           f"medians over {result['rounds']} rounds; spread is (high - low) / median.", "",
+           "## Single partition vs native (goal: speed >= 0.98)", "",
+           "| model | backend | native ms | tessera ms | speed |", "|---|---|---:|---:|---:|"]
+    out += [f"| {r['model']} | {r['backend']} | {r['native']['median_ms']:.4f} | "
+            f"{r['tessera']['median_ms']:.4f} | {r['speed']:.3f} |" for r in result["single"]]
+    out += ["", "## A chain of k partitions vs the sum of its parts alone (goal: <= 1.05)", "",
+            "| model | targets | k | chain ms | sum of parts ms | ratio |",
+            "|---|---|---:|---:|---:|---:|"]
+    out += [f"| {r['model']} | {r['targets']} | {r['k']} | {r['chain']['median_ms']:.4f} | "
+            f"{r['sum_of_parts_ms']:.4f} | {r['ratio']:.3f} |" for r in result["chain"]]
+    out += ["", "## Chained pools: each backend's defaults vs the shared policy", "",
+            "| model | configuration | ms | spread | vs whole model |",
+            "|---|---|---:|---:|---:|"]
+    out += [f"| {r['model']} | {r['config']} | {r['median_ms']:.4f} | {r['spread']:.2f} | "
+            f"{r['vs_whole']:.2f}x |" for r in result["policy"]]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="*", default=MODELS)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=0.5, help="per block")
+    parser.add_argument("--out", default="bench/results/threads")
+    parser.add_argument("--policy-child", nargs=2, metavar=("MODEL", "CONFIG"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.policy_child:
+        model, label = args.policy_child
+        print(policy_child(model, label, args.seconds))
+        return 0
+    missing = [b for b in SINGLE_BACKENDS if not backends.get(b).is_available().ok]
+    if missing:
+        print(f"bench.threads needs {', '.join(missing)}: pip install -e '.[all]'")
+        return 2
+    result: dict[str, Any] = {"machine": machine(), "rounds": args.rounds,
+                              "single": [], "chain": [], "policy": []}
+    for name in args.models:
+        result["single"] += bench_single(name, args.rounds, args.seconds)
+        result["chain"] += bench_chain(name, args.rounds, args.seconds)
+        result["policy"] += bench_policy(name, args.rounds, args.seconds)
+        print(f"{name}: done", flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+    out.with_suffix(".md").write_text(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
