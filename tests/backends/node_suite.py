@@ -238,8 +238,96 @@ def _tessera_runner(model: Any, backend_name: str, mode: str
 
 
 def run_suite(cases: Sequence[Any], names: Sequence[str] = BACKENDS,
-              modes: Sequence[str] = MODES) -> list[Outcome]:
-    return [run_case(case, name, mode) for name in names for mode in modes for case in cases]
+              modes: Sequence[str] = MODES, isolate: bool = False) -> list[Outcome]:
+    if not isolate:
+        return [run_case(case, name, mode) for name in names for mode in modes
+                for case in cases]
+    worker = _Worker()
+    try:
+        return [worker.run_case(case.name, name, mode) for name in names for mode in modes
+                for case in cases]
+    finally:
+        worker.close()
+
+
+# Compiled backends (iree, tvm) can crash the process on a case (IREE traps an integer
+# division by zero with SIGFPE) or hang: there every case runs in a worker process, which is
+# restarted after a crash. The crashing case is then tried natively in a fresh worker.
+_CASE_TIMEOUT_S = 600.0
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self._start()
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child,), daemon=True)
+        self._process.start()
+
+    def call(self, request: tuple[Any, ...]) -> tuple[bool, Any]:
+        import signal
+
+        self._conn.send(request)
+        if self._conn.poll(_CASE_TIMEOUT_S):
+            try:
+                return True, self._conn.recv()
+            except EOFError:
+                pass
+        if self._process.is_alive():
+            self._process.kill()
+            reason = f"hung for more than {_CASE_TIMEOUT_S:.0f} s"
+        else:
+            code = self._process.exitcode or 0
+            reason = (f"crashed the process ({signal.Signals(-code).name})" if code < 0
+                      else f"the process exited with {code}")
+        self._process.join()
+        self._start()
+        return False, reason
+
+    def run_case(self, case: str, backend: str, mode: str) -> Outcome:
+        ok, result = self.call(("case", case, backend, mode))
+        if ok:
+            return Outcome(**result)
+        native_ok, native = self.call(("native", case, backend, mode))
+        if native_ok and native == "pass":
+            return Outcome(case, backend, "fail", f"{result}; natively it passes", mode)
+        return Outcome(case, backend, "fail-native", f"{result}; natively: {native}", mode)
+
+    def close(self) -> None:
+        try:
+            self._conn.send(None)
+        except OSError:
+            pass
+        self._process.join(timeout=10)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def _serve(conn: Any) -> None:
+    cases = {c.name: c for c in collect_cases()}
+    while True:
+        request = conn.recv()
+        if request is None:
+            return
+        kind, name, backend, mode = request
+        case = cases[name]
+        if kind == "case":
+            conn.send(dataclasses.asdict(run_case(case, backend, mode)))
+            continue
+        try:
+            native_run = _native_runner("reference" if mode == "fallback" else backend,
+                                        case.model)
+            if native_run is None:
+                conn.send("no native route")
+                continue
+            _run_all(native_run, case, load_model(case.model).input_names)
+            conn.send("pass")
+        except Exception as err:
+            conn.send(f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:120]}")
 
 
 def fallback_gaps(outcomes: Sequence[Outcome]) -> dict[str, list[str]]:
@@ -357,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcomes, seconds = [], {}
         for mode in MODES:
             start = time.perf_counter()
-            outcomes += run_suite(cases, [backend], [mode])
+            outcomes += run_suite(cases, [backend], [mode], isolate=backend in _SLOW)
             seconds[mode] = time.perf_counter() - start
         failed |= any(o.status == "fail" for o in outcomes)
         run = {"backend": backend, "cases": len(cases), "modes": list(MODES),
