@@ -135,3 +135,20 @@ def test_model_error_surfaces_from_compile() -> None:
         tessera.compile(b"not a model", "onnxruntime")
     graph = helper.make_graph([], "empty", [], [])
     assert isinstance(helper.make_model(graph), onnx.ModelProto)
+
+
+def test_a_warm_compile_measures_nothing_and_reuses_the_end_to_end_verdict(
+        tmp_path: "os.PathLike[str]", monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TESSERA_COST_DB", os.path.join(tmp_path, "costs.sqlite"))
+    targets = [t for t in ("onnxruntime", "openvino", "torch")
+               if backends.get(t).is_available().ok]
+    if len(targets) < 2:
+        pytest.skip("needs two real backends")
+    cold = tessera.compile(mlp(), targets, partitioner="collage")
+    warm = tessera.compile(mlp(), targets, partitioner="collage")
+    assert cold.plan.stats["measurements"] > 0
+    assert warm.plan.stats["measurements"] == 0
+    # the rivals' end-to-end latencies come back from the database, not from new timings
+    assert warm.plan.stats["end_to_end_ms"] == cold.plan.stats["end_to_end_ms"]
+    assert warm.plan == cold.plan and warm.plan.stats["kept"] == cold.plan.stats["kept"]
+    np.testing.assert_allclose(warm.run(_feeds())["y"], _reference(), rtol=1e-5, atol=1e-6)

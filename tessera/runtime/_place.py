@@ -15,6 +15,7 @@ from tessera.backends._inputs import random_inputs
 from tessera.config import CompilationConfig
 from tessera.ir import Model, load_model
 from tessera.placement import (
+    Cost,
     CostDB,
     Plan,
     SupportTable,
@@ -23,6 +24,7 @@ from tessera.placement import (
     resolve_pins,
 )
 from tessera.placement._collage import Progress
+from tessera.placement._costdb import fingerprint
 from tessera.placement._pins import PinSpec
 from tessera.placement._support import Banned
 
@@ -64,11 +66,14 @@ def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
         model, table, db=CostDB(), max_candidate_size=flow_options.max_candidate_size,
         min_block_size=flow_options.min_block_size, foreign_costs=flow_options.foreign_costs,
         progress=progress)
-    return _keep_fastest(model, config, searched, known)
+    return _keep_fastest(model, config, searched, known, CostDB())
 
 
 def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
-                  known: Mapping[str, Plan]) -> tuple[Plan, Any]:
+                  known: Mapping[str, Plan], db: CostDB | None = None) -> tuple[Plan, Any]:
+    """Time the rival plans end to end and keep the fastest. Each plan's end-to-end latency
+    is a record of the cost database too, so a warm compile times nothing and builds only
+    the winner."""
     from tessera.runtime._compiled import CompiledModel, build_partitions, policy_for
 
     singles = {n: p for n, p in known.items() if n.startswith("only ")}
@@ -86,13 +91,21 @@ def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
             continue
         seen[shape] = name
         policy = policy_for(config, plan)  # a single-target plan runs with native settings
+        key = _plan_key(model, plan, policy.name)
+        remembered = db.get(*key) if db is not None else None
+        if remembered is not None and remembered.ms is not None:
+            timings[name] = remembered.ms
+            continue
         parts, failures = build_partitions(model, plan, policy)
         if failures:
             timings[name] = "failed to build: " + "; ".join(failures.values())[:200]
             continue
         compiled = CompiledModel(model, config, plan, parts, policy)
-        timings[name] = _latency(compiled)
+        latency = _latency(compiled)
+        timings[name] = latency
         built[name] = compiled
+        if db is not None and latency != float("inf"):
+            db.put(*key, Cost(latency, 0.0, 1))
     measured = {n: t for n, t in timings.items() if isinstance(t, float)}
     if not measured:
         return searched, None
@@ -106,9 +119,26 @@ def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
                        {n: f"{d}; kept from the {winner} plan, faster end to end"
                         for n, d in chosen.decisions.items()})},
                    reasons=searched.reasons)
-    compiled = built[winner]
-    compiled.plan = plan
-    return plan, compiled
+    kept = built.get(winner)
+    if kept is None:  # remembered, not built: the caller builds it
+        return plan, None
+    kept.plan = plan
+    return plan, kept
+
+
+def _plan_key(model: Model, plan: Plan, policy: str) -> tuple[str, str, str]:
+    """(tuning key, structure, fingerprint) of a whole plan's end-to-end latency."""
+    import hashlib
+    import json
+
+    from tessera import backends
+    from tessera.target import Target
+
+    shape = json.dumps([policy, [(p.target, p.nodes) for p in plan.partitions]])
+    kinds = sorted({Target(p.target).kind.name for p in plan.partitions})
+    versions = ", ".join(f"{k} {backends.get(k).is_available().version}" for k in kinds)
+    return ("plan:" + hashlib.sha256(shape.encode()).hexdigest()[:24],
+            model.structural_hash(), fingerprint("end-to-end", versions))
 
 
 def _modelled(plan: Plan) -> float:

@@ -61,6 +61,20 @@ _add("bert-base", lambda: _d().Transformer(), (("ids", (128,), "int64"),),
 _add("gpt2-small", lambda: _d().Transformer(12, 768, 12, 128, vocab=50257, causal=True),
      (("ids", (128,), "int64"),), "GPT-2-small decoder, seq 128", high=50257)
 
+# EfficientNet-B0's stages (expand, channels, repeats, stride), 3x3 depthwise throughout
+_EFFICIENTNET_B0 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 40, 2, 2), (6, 80, 3, 2), (6, 112, 3, 1),
+                    (6, 192, 4, 2), (6, 320, 1, 1))
+_add("efficientnet-b0", lambda: _d().MobileNetV2(
+    se=True, act=_d().nn.SiLU, settings=_EFFICIENTNET_B0), _IMAGE,
+    "EfficientNet-B0-like: inverted residuals with squeeze-excite and SiLU")
+_add("vit-b16", lambda: _d().ViT(), _IMAGE, "ViT-B/16-like: 16x16 patches, 12 pre-norm blocks")
+_add("convnext", lambda: _d().ConvNeXt(), _IMAGE,
+     "ConvNeXt-like: 7x7 depthwise, LayerNorm, MLP blocks; depths 2-2-6-2, widths 64-512")
+_add("unet", lambda: _d().UNet(), (("image", (3, 256, 256), "float32"),),
+     "UNet-like: 4 levels, bilinear upsampling (Resize) and skip Concats, 256x256")
+_add("hybrid", lambda: _d().Hybrid(), _IMAGE,
+     "CNN stem (bottlenecks to stride 16) feeding 4 transformer blocks, hidden 256")
+
 
 def names() -> list[str]:
     return ZOO.names()

@@ -201,3 +201,121 @@ class GPT2Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.block(x)
+
+
+# -- ViT, ConvNeXt, UNet, hybrid --------------------------------------------------------------
+class ViT(nn.Module):
+    """ViT-like: 16x16 patches, a class token, pre-norm encoder blocks."""
+
+    def __init__(self, image: int = 224, patch: int = 16, hidden: int = 768, layers: int = 12,
+                 heads: int = 12, classes: int = 1000) -> None:
+        super().__init__()
+        tokens = (image // patch) ** 2 + 1
+        self.patch = nn.Conv2d(3, hidden, patch, patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, hidden) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, tokens, hidden) * 0.02)
+        self.blocks = nn.Sequential(*(TransformerBlock(hidden, heads, tokens, False, True)
+                                      for _ in range(layers)))
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+class ChannelNorm(nn.Module):
+    """LayerNorm over the channels of an NCHW tensor."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class ConvNeXtBlock(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, 4 * dim)
+        self.down = nn.Linear(4 * dim, dim)
+        self.scale = nn.Parameter(torch.full((dim,), 0.1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm(self.dw(x).permute(0, 2, 3, 1))
+        y = self.scale * self.down(F.gelu(self.up(y)))
+        return x + y.permute(0, 3, 1, 2)
+
+
+class ConvNeXt(nn.Module):
+    def __init__(self, depths: tuple[int, ...] = (2, 2, 6, 2),
+                 dims: tuple[int, ...] = (64, 128, 256, 512), classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv2d(3, dims[0], 4, 4), ChannelNorm(dims[0])]
+        for stage, (depth, dim) in enumerate(zip(depths, dims, strict=True)):
+            if stage:
+                layers += [ChannelNorm(dims[stage - 1]), nn.Conv2d(dims[stage - 1], dim, 2, 2)]
+            layers += [ConvNeXtBlock(dim) for _ in range(depth)]
+        self.features = nn.Sequential(*layers)
+        self.norm = nn.LayerNorm(dims[-1])
+        self.head = nn.Linear(dims[-1], classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.features(x).mean((2, 3))))
+
+
+def _double_conv(cin: int, cout: int) -> nn.Module:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout),
+                         nn.ReLU(), nn.Conv2d(cout, cout, 3, padding=1, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU())
+
+
+class UNet(nn.Module):
+    """UNet-like: an encoder, bilinear upsampling (Resize) and skip connections (Concat)."""
+
+    def __init__(self, widths: tuple[int, ...] = (32, 64, 128, 256), classes: int = 2) -> None:
+        super().__init__()
+        self.down = nn.ModuleList()
+        cin = 3
+        for width in widths:
+            self.down.append(_double_conv(cin, width))
+            cin = width
+        self.up = nn.ModuleList(_double_conv(widths[i + 1] + widths[i], widths[i])
+                                for i in reversed(range(len(widths) - 1)))
+        self.out = nn.Conv2d(widths[0], classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skips = []
+        for i, block in enumerate(self.down):
+            x = block(x if i == 0 else F.max_pool2d(x, 2))
+            skips.append(x)
+        for block, skip in zip(self.up, reversed(skips[:-1]), strict=True):
+            x = F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=False)
+            x = block(torch.cat([x, skip], dim=1))
+        return self.out(x)
+
+
+class Hybrid(nn.Module):
+    """A CNN stem (ResNet bottlenecks to stride 16) feeding a transformer encoder."""
+
+    def __init__(self, image: int = 224, hidden: int = 256, layers: int = 4, heads: int = 8,
+                 classes: int = 1000) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 7, 2, 3, bias=False), nn.BatchNorm2d(32),
+                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1), Bottleneck(32, 16, 1),
+                                  Bottleneck(64, 32, 2), Bottleneck(128, 64, 2))
+        self.project = nn.Conv2d(256, hidden, 1)
+        tokens = (image // 16) ** 2
+        self.pos = nn.Parameter(torch.randn(1, tokens, hidden) * 0.02)
+        self.blocks = nn.Sequential(*(TransformerBlock(hidden, heads, tokens, False, True)
+                                      for _ in range(layers)))
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.project(self.stem(x)).flatten(2).transpose(1, 2) + self.pos
+        return self.head(self.norm(self.blocks(x)).mean(1))

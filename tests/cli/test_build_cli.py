@@ -28,6 +28,7 @@ def cost_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def masked(text: str) -> str:
     text = re.sub(r"\d+\.\d+( ?(ms|s|MB))", r"#\1", text)
     text = re.sub(r"(?<=\s)-?\d+\.\d+(?=\s*[│|])", "#", text)
+    text = re.sub(r"-b(\d+)-[0-9a-f]{12}\.onnx", r"-b\1-<fingerprint>.onnx", text)
     return re.sub(r"/[^\s]*/", "…/", text)
 
 

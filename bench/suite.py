@@ -1,0 +1,340 @@
+"""The benchmark suite: is tessera's plan at least as fast as the best single backend?
+
+Per model and batch, in the same run:
+- every available backend run natively, through its own library with its own defaults (the
+  onnxruntime row is also the baseline a user would pick by default);
+- tessera with each single backend; tessera greedy (default priority list); tessera Collage.
+
+Every configuration is timed in its own process, one block of runs at a time, and the blocks
+repeat in rounds (configurations in turn), so a spinning pool left behind by one backend never
+slows another, and drift of a shared machine hits all alike. Each result is the median of the
+block medians, with the spread. The Collage plan's search cost is measured too: a cold search
+(an empty cost database, in its own process, with its peak memory), then a warm compile with
+that database. Every configuration's outputs are checked against a reference.
+
+    python -m bench.suite                   # the suite: docs/benchmarks/suite.{md,json,png}
+    python -m bench.suite --smoke           # one small model, few repetitions (CI)
+    python -m bench.suite --models bert-base --batches 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench._rounds import machine
+
+MODELS = ["resnet50", "mobilenetv2", "efficientnet-b0", "bert-base", "gpt2-small", "vit-b16",
+          "convnext", "unet", "hybrid"]
+SMOKE_MODELS = ["mlp"]
+BACKENDS = ["onnxruntime", "openvino", "torch"]  # iree and tvm with --backends
+OUT = "docs/benchmarks/suite"
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- children: each configuration alone in a process --------------------------------------------
+def _child_search(spec: dict[str, Any]) -> dict[str, Any]:
+    """A cold Collage compile (the database at spec['db'] is empty), saved as an artifact."""
+    import resource
+
+    os.environ["TESSERA_COST_DB"] = spec["db"]
+    from tessera.runtime._compiled import compile as compile_model
+
+    began = time.perf_counter()
+    compiled = compile_model(spec["model"], spec["targets"], partitioner="collage")
+    seconds = time.perf_counter() - began
+    compiled.save(spec["artifact"])
+    stats = compiled.plan.stats
+    return {"seconds": round(seconds, 2), "measurements": stats.get("measurements"),
+            "candidates": stats.get("candidates"), "kept": stats.get("kept"),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def _child_time(spec: dict[str, Any]) -> dict[str, Any]:
+    """One block of runs of one configuration; its outputs are written for the check."""
+    import numpy as np
+
+    from tessera import zoo
+    from tessera.runtime._timing import time_block
+
+    feeds = zoo.example_inputs(spec["name"], spec["batch"])
+    run: Any
+    if spec["kind"] == "native":
+        from tessera.runtime._native import native_runner
+
+        native = native_runner(spec["backend"], Path(spec["model"]).read_bytes())
+
+        def run() -> Any:
+            return native(feeds)
+
+        outputs = native(feeds)
+        first = outputs[0] if isinstance(outputs, list) else (
+            next(iter(outputs.values())) if isinstance(outputs, dict) else outputs.to_tuple()[0])
+    else:
+        from tessera.runtime._artifact import load
+
+        compiled = load(spec["artifact"])
+
+        def run() -> Any:
+            return compiled.run(feeds)
+
+        first = next(iter(compiled.run(feeds).values()))
+    np.save(spec["outputs"], np.asarray(first))
+    latency = time_block(run, seconds=spec["seconds"], min_runs=spec["min_runs"])
+    return {"median_ms": latency.median_ms, "runs": latency.runs}
+
+
+def _spawn(spec: dict[str, Any], timeout: float = 1800) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-m", "bench.suite", "--child", json.dumps(spec)],
+                          capture_output=True, text=True, timeout=timeout, cwd=_ROOT)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return {"error": " | ".join(tail)[:400]}
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+# -- the parent -----------------------------------------------------------------------------------
+def bench_model(name: str, batch: int, backends: Sequence[str], args: argparse.Namespace,
+                work: Path) -> dict[str, Any]:
+    import numpy as np
+
+    from tessera import zoo
+    from tessera.runtime._compiled import compile as compile_model
+
+    path = str(zoo.export(name, batch))
+    tag = f"{name}-b{batch}"
+    db = str(work / f"{tag}.sqlite")
+    cold = _spawn({"mode": "search", "model": path, "targets": list(backends), "db": db,
+                   "artifact": str(work / f"{tag}-collage.tess")})
+    os.environ["TESSERA_COST_DB"] = db
+    began = time.perf_counter()
+    warm = compile_model(path, list(backends), partitioner="collage")
+    warm_s = time.perf_counter() - began
+    search = {"cold": cold, "warm_seconds": round(warm_s, 2),
+              "warm_measurements": warm.plan.stats.get("measurements")}
+    configs: dict[str, dict[str, Any]] = {}
+    for backend in backends:
+        configs[f"native {backend}"] = {"kind": "native", "backend": backend}
+    artifacts = {f"tessera {b}": compile_model(path, b) for b in backends}
+    artifacts["tessera greedy"] = compile_model(path, list(backends), partitioner="greedy")
+    artifacts["tessera collage"] = warm
+    plans = {}
+    for label, compiled in artifacts.items():
+        target = work / f"{tag}-{label.split()[-1]}.tess"
+        compiled.save(target)
+        configs[label] = {"kind": "artifact", "artifact": str(target)}
+        plans[label] = [(p.target, len(p.nodes)) for p in compiled.plan.partitions]
+    del artifacts, warm
+    medians: dict[str, list[float]] = {label: [] for label in configs}
+    errors: dict[str, str] = {}
+    for _ in range(args.rounds):
+        for label, config in configs.items():
+            if label in errors:
+                continue
+            result = _spawn({**config, "mode": "time", "name": name, "batch": batch,
+                             "model": path, "seconds": args.seconds,
+                             "min_runs": args.min_runs, "outputs": str(work / f"{tag}-"
+                             f"{label.replace(' ', '_')}.npy")})
+            if "error" in result:
+                errors[label] = result["error"]
+            else:
+                medians[label].append(result["median_ms"])
+    expected = _expected(name, batch, path, args.smoke)
+    rows: dict[str, dict[str, Any]] = {}
+    for label, values in medians.items():
+        if not values:
+            rows[label] = {"error": errors.get(label, "no result")}
+            continue
+        mid = statistics.median(values)
+        got = np.load(work / f"{tag}-{label.replace(' ', '_')}.npy")
+        rows[label] = {"median_ms": round(mid, 4), "spread": round((max(values) - min(values))
+                                                                   / mid, 4),
+                       "rounds": len(values), "matches": _close(got, expected),
+                       **({"plan": plans[label]} if label in plans else {})}
+    natives = {k: v["median_ms"] for k, v in rows.items()
+               if k.startswith("native ") and "median_ms" in v}
+    best = min(natives, key=lambda k: natives[k]) if natives else None
+    default = natives.get("native onnxruntime")  # what a user runs without tessera
+    for row in rows.values():
+        if best and "median_ms" in row:
+            row["speed_vs_best_native"] = round(natives[best] / row["median_ms"], 4)
+        if default and "median_ms" in row:
+            row["speed_vs_onnxruntime_default"] = round(default / row["median_ms"], 4)
+    return {"model": name, "batch": batch, "best_native": best, "rows": rows,
+            "search": search, "reference": "onnx.reference" if args.smoke
+            else "native onnxruntime (fp32)"}
+
+
+def _expected(name: str, batch: int, path: str, smoke: bool) -> Any:
+    """The reference outputs: onnx.reference for the smoke model; for the full-size models
+    (minutes in the reference evaluator) ONNX Runtime's fp32 outputs stand in."""
+    import numpy as np
+    import onnx
+
+    from tessera import zoo
+
+    feeds = zoo.example_inputs(name, batch)
+    if smoke:
+        from onnx.reference import ReferenceEvaluator
+
+        return np.asarray(ReferenceEvaluator(onnx.load(path)).run(None, feeds)[0])
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return np.asarray(session.run(None, feeds)[0])
+
+
+def _close(got: Any, expected: Any) -> bool:
+    import numpy as np
+
+    if got.shape != expected.shape:
+        return False
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    return bool(np.allclose(got, expected, rtol=1e-3, atol=max(1e-4, 1e-4 * scale)))
+
+
+# -- report ---------------------------------------------------------------------------------------
+def geomean(values: Sequence[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    collage = [r["rows"]["tessera collage"].get("speed_vs_best_native") for r in results]
+    ratios = [c for c in collage if c]
+    versus_ort = [c for c in (r["rows"]["tessera collage"].get("speed_vs_onnxruntime_default")
+                              for r in results) if c]
+    return {"collage_vs_best_native_geomean": round(geomean(ratios), 4) if ratios else None,
+            "collage_vs_best_native_min": round(min(ratios), 4) if ratios else None,
+            "collage_vs_onnxruntime_default_geomean":
+                round(geomean(versus_ort), 4) if versus_ort else None,
+            "all_outputs_match": all(row.get("matches", False) for r in results
+                                     for row in r["rows"].values())}
+
+
+def markdown(result: dict[str, Any]) -> str:
+    labels = result["configs"]
+    out = ["# Benchmark suite", "", f"{result['machine']}. {result['note']}", "",
+           "Median latency in ms, and speed relative to the best native backend of the same "
+           "run (higher is faster; 1.00 = as fast as the best single backend run natively).",
+           "", "| model | batch | " + " | ".join(labels) + " | collage plan |",
+           "|---|---:|" + "---:|" * len(labels) + "---|"]
+    for r in result["results"]:
+        cells = []
+        for label in labels:
+            row = r["rows"].get(label, {})
+            if "median_ms" not in row:
+                cells.append("error")
+                continue
+            mark = "" if row["matches"] else " ✗"
+            cells.append(f"{row['median_ms']:.3f} ({row['speed_vs_best_native']:.2f}){mark}")
+        plan = " + ".join(f"{t.split()[0]}[{n}]" for t, n in
+                          r["rows"].get("tessera collage", {}).get("plan", []))
+        out.append(f"| {r['model']} | {r['batch']} | " + " | ".join(cells) + f" | {plan} |")
+    s = result["summary"]
+    out += ["", f"Collage vs the best native backend: geometric mean "
+            f"{s['collage_vs_best_native_geomean']}, worst {s['collage_vs_best_native_min']}; "
+            f"vs ONNX Runtime with its defaults: geometric mean "
+            f"{s['collage_vs_onnxruntime_default_geomean']}. "
+            f"All outputs match the reference: {s['all_outputs_match']} (✗ marks a mismatch).",
+            "", "## Search cost", "",
+            "| model | batch | cold search s | measurements | candidates | peak RSS MB | "
+            "warm compile s | warm measurements | kept |", "|---|---:|---:|---:|---:|---:|---:|"
+            "---:|---|"]
+    for r in result["results"]:
+        cold, search = r["search"]["cold"], r["search"]
+        out.append(f"| {r['model']} | {r['batch']} | {cold.get('seconds')} | "
+                   f"{cold.get('measurements')} | {cold.get('candidates')} | "
+                   f"{cold.get('peak_rss_mb')} | {search['warm_seconds']} | "
+                   f"{search['warm_measurements']} | {cold.get('kept')} |")
+    return "\n".join(out) + "\n"
+
+
+def plot(result: dict[str, Any], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    labels = result["configs"]
+    groups = [f"{r['model']}\nb{r['batch']}" for r in result["results"]]
+    width = 0.8 / len(labels)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups)), 5.0))
+    for i, label in enumerate(labels):
+        values = [r["rows"].get(label, {}).get("speed_vs_best_native", 0.0)
+                  for r in result["results"]]
+        ax.bar([g + i * width for g in range(len(groups))], values, width, label=label)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([g + width * (len(labels) - 1) / 2 for g in range(len(groups))], groups)
+    ax.set_ylabel("speed vs best native backend")
+    ax.set_title("tessera benchmark suite (higher is faster)")
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.18))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="mlp only, one short round")
+    parser.add_argument("--models", nargs="*")
+    parser.add_argument("--batches", nargs="*", type=int, default=[1, 4])
+    parser.add_argument("--backends", nargs="*", default=BACKENDS)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=1.0, help="per block")
+    parser.add_argument("--min-runs", type=int, default=10)
+    parser.add_argument("--out", default=OUT)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        spec = json.loads(args.child)
+        child = _child_search if spec["mode"] == "search" else _child_time
+        print(json.dumps(child(spec)))
+        return 0
+    if args.smoke:
+        args.models, args.batches = args.models or SMOKE_MODELS, [1]
+        args.rounds, args.seconds, args.min_runs = 1, 0.2, 5
+    from tessera import backends as registry
+
+    available = [b for b in args.backends if registry.get(b).is_available().ok]
+    results = []
+    with tempfile.TemporaryDirectory(prefix="tessera-bench-") as tmp:
+        for name in args.models or MODELS:
+            for batch in args.batches:
+                results.append(bench_model(name, batch, available, args, Path(tmp)))
+                print(json.dumps({k: results[-1][k] for k in ("model", "batch", "best_native")}
+                                 | {"collage": results[-1]["rows"]["tessera collage"]}),
+                      flush=True)
+    configs = [*(f"native {b}" for b in available), *(f"tessera {b}" for b in available),
+               "tessera greedy", "tessera collage"]
+    result = {"machine": machine(), "configs": configs, "rounds": args.rounds,
+              "seconds_per_block": args.seconds, "results": results,
+              "note": f"Median of {args.rounds} rounds of {args.seconds} s blocks, each "
+                      "configuration in its own process; random weights.",
+              "summary": summary(results)}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+    out.with_suffix(".md").write_text(markdown(result))
+    plotted = plot(result, out.with_suffix(".png"))
+    print(markdown(result))
+    if not plotted:
+        print("(no plot: pip install matplotlib)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
