@@ -187,7 +187,8 @@ def _expected(name: str, batch: int, path: str, smoke: bool) -> Any:
     if smoke:
         from onnx.reference import ReferenceEvaluator
 
-        return np.asarray(ReferenceEvaluator(onnx.load(path)).run(None, feeds)[0])
+        outputs: Any = ReferenceEvaluator(onnx.load(path)).run(None, feeds)
+        return np.asarray(outputs[0])
     import onnxruntime as ort
 
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -310,7 +311,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tessera import backends as registry
 
     available = [b for b in args.backends if registry.get(b).is_available().ok]
-    results = []
+    configs = [*(f"native {b}" for b in available), *(f"tessera {b}" for b in available),
+               "tessera greedy", "tessera collage"]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tessera-bench-") as tmp:
         for name in args.models or MODELS:
             for batch in args.batches:
@@ -318,22 +323,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(json.dumps({k: results[-1][k] for k in ("model", "batch", "best_native")}
                                  | {"collage": results[-1]["rows"]["tessera collage"]}),
                       flush=True)
-    configs = [*(f"native {b}" for b in available), *(f"tessera {b}" for b in available),
-               "tessera greedy", "tessera collage"]
-    result = {"machine": machine(), "configs": configs, "rounds": args.rounds,
-              "seconds_per_block": args.seconds, "results": results,
-              "note": f"Median of {args.rounds} rounds of {args.seconds} s blocks, each "
-                      "configuration in its own process; random weights.",
-              "summary": summary(results)}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
-    out.with_suffix(".md").write_text(markdown(result))
+                result = write(out, results, configs, args)  # after each model: partial
     plotted = plot(result, out.with_suffix(".png"))
     print(markdown(result))
     if not plotted:
         print("(no plot: pip install matplotlib)")
     return 0
+
+
+def write(out: Path, results: list[dict[str, Any]], configs: list[str],
+          args: argparse.Namespace) -> dict[str, Any]:
+    result = {"machine": machine(), "configs": configs, "rounds": args.rounds,
+              "seconds_per_block": args.seconds, "results": results,
+              "note": f"Median of {args.rounds} rounds of {args.seconds} s blocks, each "
+                      "configuration in its own process; random weights.",
+              "summary": summary(results)}
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+    out.with_suffix(".md").write_text(markdown(result))
+    return result
 
 
 if __name__ == "__main__":

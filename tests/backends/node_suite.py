@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import json
 import sys
@@ -298,10 +299,8 @@ class _Worker:
         return Outcome(case, backend, "fail-native", f"{result}; natively: {native}", mode)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the worker may be gone already
             self._conn.send(None)
-        except OSError:
-            pass
         self._process.join(timeout=10)
         if self._process.is_alive():
             self._process.kill()
