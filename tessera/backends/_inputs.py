@@ -24,8 +24,9 @@ def random_inputs(compiled: Compiled, seed: int = 0) -> dict[str, np.ndarray] | 
         dtype = np.dtype(spec.dtype)
         if dtype.kind == "f":
             feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype.kind in "iu":
-            feeds[spec.name] = rng.integers(0, 2, shape).astype(dtype)
+        elif dtype.kind in "iu":  # ones: valid ids and indices, and never a zero divisor
+            # (an integer division by zero traps with SIGFPE in compiled backends)
+            feeds[spec.name] = np.ones(shape, dtype)
         elif dtype.kind == "b":
             feeds[spec.name] = rng.integers(0, 2, shape).astype(bool)
         elif dtype.kind == "V":  # ml_dtypes: bfloat16, float8, int4, ...

@@ -9,10 +9,11 @@ import io
 import threading
 from typing import TYPE_CHECKING, Any
 
+from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
 from tessera.backends._protocol import BACKENDS, Compiled
-from tessera.errors import BackendUnavailableError
+from tessera.errors import BackendUnavailableError, CompileError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
 if TYPE_CHECKING:
@@ -91,15 +92,37 @@ def _driver_for(device: str, threads: int) -> str:
     return "local-task"
 
 
+UNSIGNED_INTEGERS = frozenset({2, 4, 12, 13})
+
+# Found by the node suite (docs/coverage.md): IREE compiles these and computes something else.
+DEVIATIONS = (
+    dev.Deviation(("*",), "unsigned integers come back as signed types, and divisions of them "
+                  "are signed", dev.any_type(UNSIGNED_INTEGERS)),
+    dev.Deviation(("*",), "float8 tensors convert with other rounding and saturation",
+                  dev.any_type(dev.FLOAT8)),
+    dev.Deviation(("BitShift",), "shifts of signed integers differ from ONNX",
+                  dev.any_type(dev.SIGNED_INTEGERS)),
+    dev.Deviation(("Resize",), "align_corners with scales uses another output length",
+                  dev.resize_align_corners_with_scales),
+)
+
+
 class IreeBackend(ProbedBackend):
     kind = KIND
     probe_label = "IREE"
     _probe = staticmethod(_probe)
+    deviations = DEVIATIONS
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         import iree.compiler as compiler
         import iree.runtime as runtime
 
+        unranked = [v.name for v in (*submodel.graph.input, *submodel.graph.output)
+                    if not v.type.tensor_type.HasField("shape")]
+        if unranked:  # the importer takes an unranked value for a scalar
+            raise CompileError(f"IREE needs the rank of every partition input and output; "
+                               f"unknown for {', '.join(unranked[:4])}: fix the model's input "
+                               "shapes (--input-shape) or let another backend take these nodes")
         backend = "cuda" if target.device_type == "cuda" else "llvm-cpu"
         if backend == "cuda" and "cuda" not in runtime.query_available_drivers():
             raise BackendUnavailableError("the IREE runtime here has no cuda driver")
