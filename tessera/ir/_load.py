@@ -156,6 +156,29 @@ def set_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]
             shape.dim.add().dim_value = int(size)
 
 
+MAX_DIM = 2**31 - 1  # what ONNX Runtime and OpenVINO index with
+MAX_ELEMENTS = 2**34  # 64 GiB of float32: beyond any tensor this machine class can hold
+
+
+def check_declared_sizes(model: onnx.ModelProto) -> None:
+    """Refuse absurd declared sizes before anything allocates a tensor of that shape."""
+    graph = model.graph
+    declared = [(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim
+                          if d.HasField("dim_value")])
+                for v in (*graph.input, *graph.output, *graph.value_info)]
+    declared += [(t.name, list(t.dims)) for t in graph.initializer]
+    for name, dims in declared:
+        too_big = [d for d in dims if d > MAX_DIM]
+        elements = 1
+        for d in dims:
+            elements *= max(d, 1)
+        if too_big or elements > MAX_ELEMENTS:
+            raise ModelError(
+                f"tensor {name!r} declares dimension(s) {dims}: "
+                f"{'a dimension above 2^31-1' if too_big else f'{elements} elements'} is "
+                "beyond what any backend can allocate; fix the model's shapes")
+
+
 def check_static_inputs(model: onnx.ModelProto) -> None:
     initializers = {t.name for t in model.graph.initializer}
     for value in model.graph.input:

@@ -83,6 +83,7 @@ def load_model(
     _load.check_acyclic(proto)
     if input_shapes:
         _load.set_input_shapes(proto, input_shapes)
+    _load.check_declared_sizes(proto)
     if require_static:
         _load.check_static_inputs(proto)
     return Model(_load.check_and_infer(proto), opset)
