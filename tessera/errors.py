@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "ArtifactError",
     "BackendUnavailableError",
+    "CacheWarning",
     "CompileError",
     "ConfigError",
     "ExecutionError",
@@ -67,3 +68,8 @@ class PartitionError(TesseraError, RuntimeError):
 class ArtifactError(TesseraError, ValueError):
     """A saved artifact is corrupt, from another format version, or needs a backend (or a
     backend version) this machine does not have."""
+
+
+class CacheWarning(UserWarning):
+    """A cache (the cost database) was unreadable or of an older layout and was rebuilt; the
+    old file is kept beside it."""

@@ -1,7 +1,9 @@
 """Measured costs, kept in SQLite under the cache directory (or at `TESSERA_COST_DB`). A
 record's key is the target's tuning key, the subgraph's structural hash and the machine
 fingerprint (CPU model, core count, the backend library's version). WAL mode lets concurrent
-compiles write without losing records; an insert never replaces a newer record."""
+compiles write without losing records; an insert never replaces a newer record. The schema
+version is stored (`PRAGMA user_version`): a corrupt file or one of an older layout is moved
+aside (never deleted) and rebuilt, with a CacheWarning."""
 
 from __future__ import annotations
 
@@ -12,13 +14,18 @@ import platform
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tessera._private.cache import cache_dir
-from tessera.errors import TesseraError
+from tessera.errors import CacheWarning, TesseraError
+
+SCHEMA_VERSION = 1
+_COLUMNS = ["tuning_key", "structure", "fingerprint", "ms", "spread", "samples", "invalid",
+            "measured_at"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS costs (
@@ -102,12 +109,38 @@ class CostDB:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         try:
-            with self._connect() as db:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute(_SCHEMA)
+            self._open()
+        except sqlite3.DatabaseError as err:  # not a database, or damaged: keep it, rebuild
+            self._rebuild(f"it is unreadable ({err})")
         except sqlite3.Error as err:
-            raise TesseraError(f"cost database {self.path} cannot be opened: {err}; delete "
-                               "it or set TESSERA_CACHE to another directory") from err
+            raise TesseraError(f"cost database {self.path} cannot be opened: {err}; set "
+                               "TESSERA_COST_DB or TESSERA_CACHE elsewhere") from err
+
+    def _open(self) -> None:
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            columns = [row[1] for row in db.execute("PRAGMA table_info(costs)")]
+            if version > SCHEMA_VERSION:
+                raise TesseraError(
+                    f"cost database {self.path} has schema {version}, newer than this tessera "
+                    f"({SCHEMA_VERSION}); upgrade tessera or set TESSERA_COST_DB elsewhere")
+            if columns and columns != _COLUMNS:
+                raise sqlite3.DatabaseError(f"an older layout (schema {version})")
+            db.execute(_SCHEMA)
+            db.execute("PRAGMA integrity_check").fetchone()
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _rebuild(self, why: str) -> None:
+        aside = self.path.with_name(f"{self.path.name}.{int(time.time())}.bad")
+        for suffix in ("", "-wal", "-shm"):
+            source = Path(f"{self.path}{suffix}")
+            if source.exists():
+                os.replace(source, f"{aside}{suffix}")
+        warnings.warn(f"cost database {self.path}: {why}; moved it to {aside.name} and "
+                      "started a new one (costs will be measured again)", CacheWarning,
+                      stacklevel=3)
+        self._open()
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
