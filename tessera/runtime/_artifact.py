@@ -11,6 +11,7 @@ versions and a SHA-256 for every entry.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -98,7 +99,9 @@ def save(compiled: CompiledModel, path: Path) -> Path:
 
 def _write_zip(path: Path, entries: dict[str, bytes]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                               dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             with zipfile.ZipFile(handle, "w") as archive:
@@ -113,6 +116,24 @@ def _write_zip(path: Path, entries: dict[str, bytes]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Temporary files left by saves that were killed (their process is gone)."""
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = leftover.name[len(path.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _externalize(model: onnx.ModelProto, tensors: dict[str, bytes]) -> bytes:
