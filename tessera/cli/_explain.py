@@ -107,6 +107,12 @@ def render(plan: object, model: object, label: str) -> str:
         timings = ", ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k}: {v}"
                             for k, v in stats["end_to_end_ms"].items())
         lines.append(f"end to end: {timings}; kept {stats['kept']}")
+    lost = [line for line in stats.get("invalid_examples", [])
+            if ": crashed" in line or ": hung" in line or "ran out of memory" in line]
+    if lost:
+        lines.append(f"{stats['invalid']} candidate(s) invalid; these crashed or hung in the "
+                     "measuring worker and were left out:")
+        lines += [f"  {line}" for line in lost]
     lines.append("")
     for i, part in enumerate(plan.partitions):
         counts = Counter(ops[n] for n in part.nodes)

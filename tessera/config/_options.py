@@ -62,6 +62,16 @@ def _positive_int(value: object) -> int:
     return number
 
 
+def _positive_seconds(value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number of seconds, got {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise ValueError(f"expected a number of seconds > 0, got {value!r}")
+    return number
+
+
 @dataclass(frozen=True)
 class FlowOptions:
     partitioner: str = _option(
@@ -88,6 +98,13 @@ class FlowOptions:
         "auto", "thread policy: native (each backend's own fastest pool settings), shared (one "
         "budget of cores, no spinning pools), or auto (native for a one-partition plan, shared "
         "for a mixed one)", cache_key=True, parse=_thread_policy)
+    isolate: bool = _option(
+        True, "collage: measure candidates in a reused worker process, so a backend that "
+        "crashes or hangs on one only invalidates that candidate", cache_key=False,
+        parse=parse_bool)
+    measure_timeout: float = _option(
+        120.0, "collage: seconds one candidate may take (compile and runs) before it is "
+        "marked invalid as hung", cache_key=False, parse=_positive_seconds)
     link_params: bool = _option(
         True, "store weights inside saved artifacts rather than beside them",
         cache_key=False, parse=parse_bool)

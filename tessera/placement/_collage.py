@@ -48,7 +48,8 @@ def known_plans(model: Model, table: SupportTable, min_block_size: int) -> dict[
 def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
                   max_candidate_size: int = 3, min_block_size: int = 1,
                   foreign_costs: bool = False, measurer: Measurer | None = None,
-                  progress: Progress | None = None) -> tuple[Plan, dict[str, Plan]]:
+                  progress: Progress | None = None, isolate: bool = False,
+                  measure_timeout: float = 120.0) -> tuple[Plan, dict[str, Plan]]:
     """The searched plan and the known plans it was bounded by (with their modelled costs)."""
     flow = model.dataflow
     plans = known_plans(model, table, min_block_size)
@@ -56,7 +57,8 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     extra = [Candidate(_mask(p.nodes, index), Target(p.target))
              for plan in plans.values() for p in plan.partitions]
     candidates = generate(flow, table, max_candidate_size, extra)
-    run = measurer or (lambda m, mask, t: measure(m, mask, t, MeasureSettings()))
+    run = measurer or (lambda m, mask, t: measure(m, mask, t, MeasureSettings(),
+                                                  isolate=isolate, timeout_s=measure_timeout))
     costs, stats = _costs(model, candidates, db, run, foreign_costs, progress)
     rescue = _uncovered_fallbacks(len(flow), table, candidates, costs)
     if rescue:  # every candidate of these nodes failed to run: the reference takes them
@@ -64,6 +66,11 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
         candidates, costs = candidates + rescue, costs + more
         stats = {k: v + more_stats[k] for k, v in stats.items()}  # type: ignore[operator]
     usable = [(c, costs[i]) for i, c in enumerate(candidates) if costs[i].ok]
+    invalid = [(c, k) for c, k in zip(candidates, costs, strict=True) if not k.ok]
+    stats["invalid"] = len(invalid)
+    stats["invalid_examples"] = [  # what crashed, hung or failed, for explain
+        f"{c.target} on {', '.join(flow.names[j] for j in members(c.mask))[:80]}: {k.invalid}"
+        for c, k in invalid[:12]]
     priced_at = {(c.mask, str(c.target)): float(k.ms) for c, k in zip(candidates, costs,
                                                                       strict=True)
                  if k.ok and k.ms is not None}

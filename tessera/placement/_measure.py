@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tessera import backends
 from tessera.backends._inputs import random_inputs
@@ -16,6 +17,9 @@ from tessera.errors import TesseraError
 from tessera.ir import Model, NodeSet, extract_submodel
 from tessera.placement._costdb import Cost
 from tessera.target import Target
+
+if TYPE_CHECKING:
+    import onnx
 
 
 @dataclass(frozen=True)
@@ -27,11 +31,27 @@ class MeasureSettings:
 
 
 def measure(model: Model, mask: NodeSet, target: Target,
-            settings: MeasureSettings = MeasureSettings()) -> Cost:
+            settings: MeasureSettings = MeasureSettings(), *, isolate: bool = False,
+            timeout_s: float = 120.0) -> Cost:
+    """The candidate's cost; with `isolate`, measured in the worker process (a crash or a
+    hang there marks the candidate invalid instead of ending the compile)."""
     # a candidate becomes one partition of a mixed plan: measure it under that plan's policy
     target = ThreadPolicy.for_partitions(2).apply(target)
     try:
         submodel = extract_submodel(model, mask)
+    except TesseraError as err:
+        return Cost.failed(_line(err))
+    if isolate:
+        from tessera.placement._isolated import shared_worker
+
+        return shared_worker().measure(submodel.SerializeToString(), str(target), settings,
+                                       timeout_s)
+    return measure_submodel(submodel, target, settings)
+
+
+def measure_submodel(submodel: onnx.ModelProto, target: Target,
+                     settings: MeasureSettings = MeasureSettings()) -> Cost:
+    try:
         compiled = backends.get(target.kind.name).compile(submodel, target)
         feeds = random_inputs(compiled)
         if feeds is None:

@@ -65,7 +65,8 @@ def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
     searched, known = place_collage(
         model, table, db=CostDB(), max_candidate_size=flow_options.max_candidate_size,
         min_block_size=flow_options.min_block_size, foreign_costs=flow_options.foreign_costs,
-        progress=progress)
+        progress=progress, isolate=flow_options.isolate,
+        measure_timeout=flow_options.measure_timeout)
     return _keep_fastest(model, config, searched, known, CostDB())
 
 
@@ -90,6 +91,9 @@ def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
             timings[name] = f"same plan as {seen[shape]}"
             continue
         seen[shape] = name
+        if name != "collage" and plan.cost_ms is None:  # never run what failed measuring
+            timings[name] = "skipped: one of its partitions failed when measured"
+            continue
         policy = policy_for(config, plan)  # a single-target plan runs with native settings
         key = _plan_key(model, plan, policy.name)
         remembered = db.get(*key) if db is not None else None

@@ -1,0 +1,116 @@
+"""Measuring in a worker process. A backend may segfault, abort, hang or run out of memory on
+a candidate; in the worker that costs the candidate only (it is marked invalid with the
+reason) and the worker is restarted. One worker serves all the candidates of a process, so
+there is no process-per-measurement tax.
+
+Backends registered outside tessera (plugins, test backends) reach the worker through
+`TESSERA_PLUGINS`: a comma-separated list of modules the worker imports first."""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import os
+import signal
+import threading
+from dataclasses import asdict
+from typing import Any
+
+from tessera.placement._costdb import Cost
+from tessera.placement._measure import MeasureSettings
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+class MeasureWorker:
+    def __init__(self) -> None:
+        self._process: Any = None
+        self._conn: Any = None
+        self._lock = threading.Lock()  # one request at a time
+        self.restarts = 0
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")  # no inherited backend threads
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child,), daemon=True,
+                                        name="tessera-measure")
+        self._process.start()
+        child.close()
+
+    def measure(self, submodel: bytes, target: str, settings: MeasureSettings,
+                timeout_s: float = DEFAULT_TIMEOUT_S) -> Cost:
+        with self._lock:
+            if self._process is None or not self._process.is_alive():
+                self._start()
+            try:
+                self._conn.send((submodel, target, asdict(settings)))
+                if self._conn.poll(timeout_s):
+                    return Cost(*self._conn.recv())
+            except (EOFError, OSError):
+                pass
+            return Cost.failed(self._lost(timeout_s))
+
+    def _lost(self, timeout_s: float) -> str:
+        """Why the worker gave no answer; it is replaced before the next candidate."""
+        process, self._process = self._process, None
+        self.restarts += 1
+        if process.is_alive():
+            process.kill()
+            process.join(5)
+            return f"hung: no result within {timeout_s:g} s (the worker was killed)"
+        process.join(5)
+        code = process.exitcode
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name
+            what = "ran out of memory" if name == "SIGKILL" else "crashed"
+            return f"{what}: the backend killed its process with {name}"
+        return f"crashed: the backend exited its process with status {code}"
+
+    def close(self) -> None:
+        with self._lock:
+            if self._process is not None and self._process.is_alive():
+                try:
+                    self._conn.send(None)
+                    self._process.join(5)
+                except OSError:
+                    pass
+                if self._process.is_alive():
+                    self._process.kill()
+            self._process = None
+
+
+def _serve(conn: Any) -> None:
+    import onnx
+
+    from tessera.placement._measure import measure_submodel
+    from tessera.target import Target
+
+    for module in filter(None, os.environ.get("TESSERA_PLUGINS", "").split(",")):
+        importlib.import_module(module.strip())
+    while True:
+        request = conn.recv()
+        if request is None:
+            return
+        submodel, target, settings = request
+        cost = measure_submodel(onnx.load_from_string(submodel), Target(target),
+                                MeasureSettings(**settings))
+        conn.send((cost.ms, cost.spread, cost.samples, cost.invalid))
+
+
+_shared: MeasureWorker | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_worker() -> MeasureWorker:
+    """The process's measuring worker, started on first use and stopped at exit."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = MeasureWorker()
+            atexit.register(_shared.close)
+        return _shared
+
+
+__all__ = ["DEFAULT_TIMEOUT_S", "MeasureWorker", "shared_worker"]

@@ -1,0 +1,63 @@
+"""Measurement isolation: a backend that really segfaults or really hangs on some candidates
+only invalidates those candidates (with the reason, in the plan's statistics); the compile
+goes on, and the worker is reused between candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import backends
+from tessera.placement._isolated import shared_worker
+
+from ..ir.models import mlp
+from . import faulty_backends
+
+
+@pytest.fixture
+def faulty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TESSERA_PLUGINS", faulty_backends.__name__)
+    monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "costs.sqlite"))
+    shared_worker().close()  # the next worker starts with the plugin loaded
+    faulty_backends.register()
+    yield
+    faulty_backends.unregister()
+    shared_worker().close()
+
+
+def _feeds() -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend, reason", [("test-segfault", "SIGSEGV"),
+                                             ("test-hang", "hung: no result within 3 s")])
+def test_a_crashing_or_hanging_backend_only_loses_its_candidates(
+        faulty: None, backend: str, reason: str) -> None:
+    worker = shared_worker()
+    before = worker.restarts
+    compiled = tessera.compile(mlp(), f"{backend},onnxruntime", partitioner="collage",
+                               measure_timeout=3)
+    stats = compiled.plan.stats
+    assert stats["invalid"] >= 1
+    assert any(reason in line and "softmax" in line for line in stats["invalid_examples"])
+    softmax = next(p for p in compiled.plan.partitions if "softmax" in p.nodes)
+    assert softmax.target == "onnxruntime"  # never on the faulty backend
+    assert worker.restarts - before == stats["invalid"]  # one restart per lost candidate, no more
+    from tessera.cli._explain import render
+
+    text = render(compiled.plan, compiled.model, "mlp")
+    assert "crashed or hung in the measuring worker" in text and reason in text
+    expected = backends.get("reference").compile(mlp()).run(_feeds())["y"]
+    np.testing.assert_allclose(compiled.run(_feeds())["y"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_without_isolation_the_measure_runs_in_process(faulty: None) -> None:
+    """The switch is honoured: a healthy compile with isolate=off starts no worker."""
+    worker = shared_worker()
+    tessera.compile(mlp(), "onnxruntime,openvino", partitioner="collage", isolate=False)
+    assert worker._process is None
