@@ -385,7 +385,7 @@ def coverage_markdown(runs: Sequence[dict[str, Any]]) -> str:
     if sampled:
         lines += ["", f"{', '.join(sampled)}: a deterministic sample (every k-th case by name), "
                       "since each case is a full compiler run (about 1 s each); the full run is "
-                      "`python -m tests.backends.node_suite --backends iree tvm`."]
+                      "`python -m tests.backends.node_suite --backends iree tvm --full`."]
     gaps = fallback_gaps(outcomes)
     lines += ["", "**Fallback acceptance** (tessera with fallback passes every case the "
                   "reference passes natively): "
