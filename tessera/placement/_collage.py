@@ -17,7 +17,7 @@ from tessera.placement._costdb import Cost, CostDB, fingerprint
 from tessera.placement._greedy import place_greedy
 from tessera.placement._measure import MeasureSettings, measure
 from tessera.placement._plan import Plan, make_partitions
-from tessera.placement._search import cheapest_cover
+from tessera.placement._search import SearchBudgetError, cheapest_cover
 from tessera.placement._support import FALLBACK, SupportTable
 from tessera.target import Target
 
@@ -77,12 +77,20 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     bounded = {name: _plan_cost(plan, index, priced_at) for name, plan in plans.items()}
     bound = min(bounded.values(), default=math.inf)
     start = time.perf_counter()
-    result = cheapest_cover(len(flow), _preds(model),
-                            [(c.mask, float(cost.ms or 0.0)) for c, cost in usable], bound)
+    try:
+        result = cheapest_cover(len(flow), _preds(model),
+                                [(c.mask, float(cost.ms or 0.0)) for c, cost in usable], bound)
+        chosen = [usable[i] for i in result.chosen]
+        stats.update(states=result.states, pruned=result.pruned, modelled_ms=result.cost)
+    except SearchBudgetError as err:  # too wide to search exactly: the best known plan
+        if bound == math.inf:
+            raise
+        fallback = min(bounded, key=lambda name: bounded[name])
+        where = {(c.mask, str(c.target)): (c, k) for c, k in usable}
+        chosen = [where[(_mask(p.nodes, index), p.target)] for p in plans[fallback].partitions]
+        stats.update(search_truncated=f"{err}; kept the {fallback} plan", modelled_ms=bound)
     stats["search_seconds"] = round(time.perf_counter() - start, 4)
-    stats.update(states=result.states, pruned=result.pruned, modelled_ms=result.cost,
-                 bound_ms=None if bound == math.inf else bound)
-    chosen = [usable[i] for i in result.chosen]
+    stats["bound_ms"] = None if bound == math.inf else bound
     parts = make_partitions(flow, [(c.mask, c.target, cost.ms) for c, cost in chosen])
     decisions = _decisions(model, table, chosen, candidates, costs)
     priced = {name: replace(plan, partitions=tuple(

@@ -14,6 +14,13 @@ from dataclasses import dataclass
 from tessera.errors import PartitionError
 from tessera.ir import NodeSet, members
 
+MAX_STATES = 50_000  # expanded states; beyond, the search gives up (SearchBudgetError)
+
+
+class SearchBudgetError(PartitionError):
+    """The exact search expanded more states than allowed (wide graphs with many parallel
+    branches); the caller falls back to the best known plan."""
+
 
 @dataclass(frozen=True)
 class SearchResult:
@@ -28,6 +35,7 @@ def cheapest_cover(
     preds: Sequence[NodeSet],
     candidates: Sequence[tuple[NodeSet, float]],
     upper_bound: float = math.inf,
+    max_states: int = MAX_STATES,
 ) -> SearchResult:
     """`preds[i]` is the bitset of node i's predecessors; each candidate is (node set, cost)
     and must be convex. States costlier than `upper_bound` (a known plan's cost) are pruned:
@@ -62,6 +70,9 @@ def cheapest_cover(
         if state == goal:
             return SearchResult(cost, _path(came, state), expanded, pruned)
         expanded += 1
+        if expanded > max_states:
+            raise SearchBudgetError(f"the search expanded {max_states} states without "
+                                    "reaching the goal")
         for first in range(node_count):  # every ready candidate's first node is ready
             if state >> first & 1 or preds[first] & ~state:
                 continue

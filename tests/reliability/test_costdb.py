@@ -83,3 +83,37 @@ def test_four_processes_writing_at_once_lose_no_entries(tmp_path: Path) -> None:
     records = list(CostDB(path).records())
     assert len(records) == 4 * 150
     assert {r.tuning_key for r in records} == {f"target-{w}" for w in range(4)}
+
+
+_COMPILER = """
+import json, sys
+import tessera
+from tessera import zoo
+compiled = tessera.compile(zoo.export("mlp", 1), sys.argv[1], partitioner="collage")
+target = compiled.plan.partitions[0].target
+print(json.dumps({"target": target, "measured": compiled.plan.stats["measurements"]}))
+"""
+
+
+def test_four_processes_compiling_at_once_lose_no_entries(tmp_path: Path) -> None:
+    import json
+    import os
+
+    from tessera import zoo
+    from tessera.target import Target
+
+    zoo.export("mlp", 1)
+    path = tmp_path / "costs.sqlite"
+    env = {**os.environ, "TESSERA_COST_DB": str(path)}
+    levels = ["disable", "basic", "extended", "all"]  # four tuning keys: no shared records
+    compilers = [subprocess.Popen([sys.executable, "-c", _COMPILER,
+                                   f"onnxruntime -opt-level={level}"],
+                                  stdout=subprocess.PIPE, text=True, env=env) for level in levels]
+    results = [json.loads(c.communicate(timeout=600)[0].strip().splitlines()[-1])
+               for c in compilers]
+    assert [c.returncode for c in compilers] == [0, 0, 0, 0]
+    records = list(CostDB(path).records())
+    for level, result in zip(levels, results, strict=True):
+        key = Target(f"onnxruntime -opt-level={level}").tuning_key()
+        mine = [r for r in records if r.tuning_key == key]
+        assert result["measured"] > 0 and len(mine) == result["measured"], (level, result)
