@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tessera.cli._app import cli, console
-from tessera.cli._explain import parse_pairs, parse_shapes
+from tessera.cli._explain import end_to_end_line, parse_pairs, parse_shapes
 from tessera.cli._targets import config_from_cli
 
 if TYPE_CHECKING:
@@ -147,9 +147,7 @@ def print_plan_stats(plan: Plan) -> None:
                    f"({stats['cache_hits']} from the cost database) in "
                    f"{stats.get('measure_seconds', 0.0):.1f} s")
     if "end_to_end_ms" in stats:
-        timings = ", ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k}: {v}"
-                            for k, v in stats["end_to_end_ms"].items())
-        click.echo(f"end to end: {timings}; kept {stats['kept']}")
+        click.echo(end_to_end_line(stats))
 
 
 # -- run -----------------------------------------------------------------------------------

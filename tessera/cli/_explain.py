@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -89,6 +90,13 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
         click.echo(f"\nplacement picture written to {html_out}")
 
 
+def end_to_end_line(stats: dict[str, Any]) -> str:
+    """How the rival plans timed end to end, and which was kept."""
+    timings = ", ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k}: {v}"
+                        for k, v in stats["end_to_end_ms"].items())
+    return f"end to end: {timings}; kept {stats['kept']}"
+
+
 def render(plan: object, model: object, label: str) -> str:
     from tessera.ir import Model
     from tessera.placement import Plan
@@ -104,9 +112,7 @@ def render(plan: object, model: object, label: str) -> str:
             f"{stats['cache_hits']} from the cost database; measuring "
             f"{stats.get('measure_seconds', 0.0):.2f} s, search {stats['search_seconds']:.3f} s")
     if "end_to_end_ms" in stats:
-        timings = ", ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k}: {v}"
-                            for k, v in stats["end_to_end_ms"].items())
-        lines.append(f"end to end: {timings}; kept {stats['kept']}")
+        lines.append(end_to_end_line(stats))
     lost = [line for line in stats.get("invalid_examples", [])
             if ": crashed" in line or ": hung" in line or "ran out of memory" in line]
     if lost:

@@ -11,11 +11,9 @@ versions and a SHA-256 for every entry.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
-import tempfile
 import time
 import warnings
 import zipfile
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tessera import __version__, backends
+from tessera._private.cache import atomic_file
 from tessera.backends._threads import ThreadPolicy, core_budget
 from tessera.config import CompilationConfig
 from tessera.errors import ArtifactError, TesseraError
@@ -98,42 +97,11 @@ def save(compiled: CompiledModel, path: Path) -> Path:
 
 
 def _write_zip(path: Path, entries: dict[str, bytes]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                               dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            with zipfile.ZipFile(handle, "w") as archive:
-                for name, data in entries.items():
-                    # weights barely compress: store them; compress the rest
-                    method = zipfile.ZIP_STORED if name.startswith("tensors/") \
-                        else zipfile.ZIP_DEFLATED
-                    archive.writestr(name, data, compress_type=method)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _remove_stale_temporaries(path: Path) -> None:
-    """Temporary files left by saves that were killed (their process is gone)."""
-    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        pid = leftover.name[len(path.name) + 2:].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            leftover.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    with atomic_file(path) as handle, zipfile.ZipFile(handle, "w") as archive:
+        for name, data in entries.items():
+            # weights barely compress: store them; compress the rest
+            method = zipfile.ZIP_STORED if name.startswith("tensors/") else zipfile.ZIP_DEFLATED
+            archive.writestr(name, data, compress_type=method)
 
 
 def _externalize(model: onnx.ModelProto, tensors: dict[str, bytes]) -> bytes:
