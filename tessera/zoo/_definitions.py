@@ -204,25 +204,39 @@ class GPT2Block(nn.Module):
 
 
 # -- ViT, ConvNeXt, UNet, hybrid --------------------------------------------------------------
+class PreNormEncoder(nn.Module):
+    """Learned positions, pre-norm encoder blocks, a final norm and a classifier on the pooled
+    tokens (the first one, or their mean)."""
+
+    def __init__(self, tokens: int, hidden: int, layers: int, heads: int, classes: int,
+                 pool: str) -> None:
+        super().__init__()
+        self.pos = nn.Parameter(torch.randn(1, tokens, hidden) * 0.02)
+        self.blocks = nn.Sequential(*(TransformerBlock(hidden, heads, tokens, False, True)
+                                      for _ in range(layers)))
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, classes)
+        self.pool = pool
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm(self.blocks(x + self.pos))
+        return self.head(x[:, 0] if self.pool == "first" else x.mean(1))
+
+
 class ViT(nn.Module):
     """ViT-like: 16x16 patches, a class token, pre-norm encoder blocks."""
 
     def __init__(self, image: int = 224, patch: int = 16, hidden: int = 768, layers: int = 12,
                  heads: int = 12, classes: int = 1000) -> None:
         super().__init__()
-        tokens = (image // patch) ** 2 + 1
         self.patch = nn.Conv2d(3, hidden, patch, patch)
         self.cls = nn.Parameter(torch.randn(1, 1, hidden) * 0.02)
-        self.pos = nn.Parameter(torch.randn(1, tokens, hidden) * 0.02)
-        self.blocks = nn.Sequential(*(TransformerBlock(hidden, heads, tokens, False, True)
-                                      for _ in range(layers)))
-        self.norm = nn.LayerNorm(hidden)
-        self.head = nn.Linear(hidden, classes)
+        self.encoder = PreNormEncoder((image // patch) ** 2 + 1, hidden, layers, heads, classes,
+                                      "first")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.patch(x).flatten(2).transpose(1, 2)
-        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
-        return self.head(self.norm(self.blocks(x))[:, 0])
+        return self.encoder(torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1))
 
 
 class ChannelNorm(nn.Module):
@@ -309,13 +323,7 @@ class Hybrid(nn.Module):
                                   nn.ReLU(), nn.MaxPool2d(3, 2, 1), Bottleneck(32, 16, 1),
                                   Bottleneck(64, 32, 2), Bottleneck(128, 64, 2))
         self.project = nn.Conv2d(256, hidden, 1)
-        tokens = (image // 16) ** 2
-        self.pos = nn.Parameter(torch.randn(1, tokens, hidden) * 0.02)
-        self.blocks = nn.Sequential(*(TransformerBlock(hidden, heads, tokens, False, True)
-                                      for _ in range(layers)))
-        self.norm = nn.LayerNorm(hidden)
-        self.head = nn.Linear(hidden, classes)
+        self.encoder = PreNormEncoder((image // 16) ** 2, hidden, layers, heads, classes, "mean")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.project(self.stem(x)).flatten(2).transpose(1, 2) + self.pos
-        return self.head(self.norm(self.blocks(x)).mean(1))
+        return self.encoder(self.project(self.stem(x)).flatten(2).transpose(1, 2))

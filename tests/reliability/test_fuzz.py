@@ -92,66 +92,27 @@ def _cli(case: tuple[list[str], str, list[str]]) -> None:
     cli_args(args)
 
 
+PROPERTIES: dict[str, tuple[st.SearchStrategy[Any], Callable[[Any], None]]] = {
+    "target strings": (target_texts, target_string),
+    "target json": (json_values, target_json),
+    "config json": (json_values, config_json),
+    "config objects": (json_values, config_object),
+    "cli": (cli_inputs, _cli),
+}
+
+
+@pytest.mark.parametrize("name", PROPERTIES)
 @CI
-@given(target_texts)
-def test_target_strings(text: str) -> None:
-    target_string(text)
-
-
-@CI
-@given(json_values)
-def test_target_json(value: Any) -> None:
-    target_json(value)
-
-
-@CI
-@given(json_values)
-def test_config_json(value: Any) -> None:
-    config_json(value)
-
-
-@CI
-@given(json_values)
-def test_config_objects(value: Any) -> None:
-    config_object(value)
-
-
-@CI
-@given(cli_inputs)
-def test_cli(case: tuple[list[str], str, list[str]]) -> None:
-    _cli(case)
+@given(data=st.data())
+def test_fuzz(name: str, data: st.DataObject) -> None:
+    strategy, check = PROPERTIES[name]
+    check(data.draw(strategy))
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", PROPERTIES)
 @SLOW
-@given(target_texts)
-def test_target_strings_10k(text: str) -> None:
-    target_string(text)
-
-
-@pytest.mark.slow
-@SLOW
-@given(json_values)
-def test_target_json_10k(value: Any) -> None:
-    target_json(value)
-
-
-@pytest.mark.slow
-@SLOW
-@given(json_values)
-def test_config_json_10k(value: Any) -> None:
-    config_json(value)
-
-
-@pytest.mark.slow
-@SLOW
-@given(json_values)
-def test_config_objects_10k(value: Any) -> None:
-    config_object(value)
-
-
-@pytest.mark.slow
-@SLOW
-@given(cli_inputs)
-def test_cli_10k(case: tuple[list[str], str, list[str]]) -> None:
-    _cli(case)
+@given(data=st.data())
+def test_fuzz_10k(name: str, data: st.DataObject) -> None:
+    strategy, check = PROPERTIES[name]
+    check(data.draw(strategy))
