@@ -151,4 +151,31 @@ def test_a_warm_compile_measures_nothing_and_reuses_the_end_to_end_verdict(
     # the rivals' end-to-end latencies come back from the database, not from new timings
     assert warm.plan.stats["end_to_end_ms"] == cold.plan.stats["end_to_end_ms"]
     assert warm.plan == cold.plan and warm.plan.stats["kept"] == cold.plan.stats["kept"]
+    assert warm.plan.decisions == cold.plan.decisions and warm.plan.reasons == cold.plan.reasons
+    assert warm.plan.stats["plan_cache"].startswith("hit")  # the search itself was skipped
+    assert "plan_cache" not in cold.plan.stats
     np.testing.assert_allclose(warm.run(_feeds())["y"], _reference(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_remembered_plan_depends_on_names_config_and_imported_costs(
+        tmp_path: "os.PathLike[str]", monkeypatch: pytest.MonkeyPatch) -> None:
+    from tessera.placement import CostDB
+
+    db_path = os.path.join(tmp_path, "costs.sqlite")
+    monkeypatch.setenv("TESSERA_COST_DB", db_path)
+    targets = ["onnxruntime", "reference"]
+    tessera.compile(mlp(), targets, partitioner="collage")
+    assert CostDB(db_path).describe()["plans"] == 1
+    renamed = tessera.compile(mlp(names="other_"), targets, partitioner="collage")
+    assert "plan_cache" not in renamed.plan.stats  # other node names: another plan
+    assert all(n.startswith("other_") for p in renamed.plan.partitions for n in p.nodes)
+    fewer = tessera.compile(mlp(), targets, partitioner="collage", max_candidate_size=2)
+    assert "plan_cache" not in fewer.plan.stats  # a cache-key option changed
+    assert tessera.compile(mlp(), targets, partitioner="collage").plan.stats["plan_cache"]
+    exported = os.path.join(tmp_path, "records.jsonl")
+    CostDB(db_path).export(exported)
+    fresh = os.path.join(tmp_path, "fresh.sqlite")
+    monkeypatch.setenv("TESSERA_COST_DB", fresh)
+    tessera.compile(mlp(), targets, partitioner="collage")
+    assert CostDB(fresh).import_(exported) > 0  # new costs: the plans made without them go
+    assert CostDB(fresh).describe()["plans"] == 0

@@ -41,4 +41,4 @@ def records_show() -> None:
     from tessera.placement import CostDB
 
     info = CostDB().describe()
-    click.echo(f"{info['path']}: {info['records']} record(s)")
+    click.echo(f"{info['path']}: {info['records']} record(s), {info['plans']} searched plan(s)")

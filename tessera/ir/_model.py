@@ -86,7 +86,7 @@ def load_model(
     _load.check_declared_sizes(proto)
     if require_static:
         _load.check_static_inputs(proto)
-    return Model(_load.check_and_infer(proto), opset)
+    return Model(_load.check_and_infer(_load.simplify(proto)), opset)
 
 
 def _copy(proto: onnx.ModelProto, onnx_module: Any) -> onnx.ModelProto:
@@ -161,8 +161,7 @@ def structural_hash(model: Model, mask: NodeSet) -> str:
             elif name in local:
                 refs.append(local[name])
             elif name in flow.initializers:
-                tensor = flow.initializers[name]
-                refs.append(["w", tensor.data_type, list(tensor.dims)])
+                refs.append(["w", *_tensor_record(flow.initializers[name])])
             else:
                 refs.append(["outer", _type_record(types.get(name))])
         records.append({

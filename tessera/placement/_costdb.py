@@ -40,6 +40,16 @@ CREATE TABLE IF NOT EXISTS costs (
     PRIMARY KEY (tuning_key, structure, fingerprint)
 )"""
 
+# Searched plans, so a warm compile skips the search. Added to schema 1 without a bump: an
+# older tessera ignores the table. A plan is derived from the costs, so importing costs
+# clears it.
+_PLANS = """
+CREATE TABLE IF NOT EXISTS plans (
+    key TEXT PRIMARY KEY,
+    plan TEXT NOT NULL,
+    saved_at REAL NOT NULL
+)"""
+
 
 @dataclass(frozen=True)
 class Cost:
@@ -128,6 +138,7 @@ class CostDB:
             if columns and columns != _COLUMNS:
                 raise sqlite3.DatabaseError(f"an older layout (schema {version})")
             db.execute(_SCHEMA)
+            db.execute(_PLANS)
             db.execute("PRAGMA integrity_check").fetchone()
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
@@ -183,6 +194,19 @@ class CostDB:
             db.execute("COMMIT")
             return db.total_changes - before
 
+    def get_plan(self, key: str) -> str | None:
+        with self._lock, self._connect() as db:
+            row = db.execute("SELECT plan FROM plans WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def put_plan(self, key: str, plan: str) -> None:
+        with self._lock, self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", (key, plan, time.time()))
+
+    def forget_plans(self) -> int:
+        with self._lock, self._connect() as db:
+            return int(db.execute("DELETE FROM plans").rowcount)
+
     def records(self) -> Iterator[Record]:
         with self._lock, self._connect() as db:
             rows = db.execute("SELECT * FROM costs ORDER BY tuning_key, structure, "
@@ -206,9 +230,13 @@ class CostDB:
                 records.append(Record.from_json(line))
             except (ValueError, KeyError, TypeError) as err:
                 raise TesseraError(f"{path}:{number}: not a tessera cost record: {err}") from err
-        return self.put_many(records)
+        landed = self.put_many(records)
+        if landed:
+            self.forget_plans()
+        return landed
 
     def describe(self) -> dict[str, Any]:
         with self._lock, self._connect() as db:
             count = db.execute("SELECT COUNT(*) FROM costs").fetchone()[0]
-        return {"path": str(self.path), "records": count}
+            plans = db.execute("SELECT COUNT(*) FROM plans").fetchone()[0]
+        return {"path": str(self.path), "records": count, "plans": plans}

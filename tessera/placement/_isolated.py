@@ -9,10 +9,14 @@ Backends registered outside tessera (plugins, test backends) reach the worker th
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import os
 import signal
+import sys
 import threading
+import types
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -20,6 +24,19 @@ from tessera.placement._costdb import Cost
 from tessera.placement._measure import MeasureSettings
 
 DEFAULT_TIMEOUT_S = 120.0
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Spawn re-runs the caller's main script in the child unless it is guarded by
+    `if __name__ == "__main__"`; the worker needs nothing from it, so it sees a bare one."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 class MeasureWorker:
@@ -36,7 +53,8 @@ class MeasureWorker:
         self._conn, child = context.Pipe()
         self._process = context.Process(target=_serve, args=(child,), daemon=True,
                                         name="tessera-measure")
-        self._process.start()
+        with _main_module_hidden():
+            self._process.start()
         child.close()
 
     def measure(self, submodel: bytes, target: str, settings: MeasureSettings,

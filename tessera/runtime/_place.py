@@ -57,17 +57,63 @@ def partition(model: Any, config: Any = None, partitioner: str | None = None,
 def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
           banned: Banned | None = None, progress: Progress | None = None
           ) -> tuple[Plan, Any]:
-    """The plan, and its CompiledModel when the end-to-end guard already built it."""
+    """The plan, and its CompiledModel when the end-to-end guard already built it. A Collage
+    plan is remembered in the cost database: a warm compile of the same model, config and
+    backend versions on this machine skips the search."""
     flow_options = config.options
-    table = SupportTable.build(model, config, banned, resolve_pins(model.dataflow, pins))
+    resolved = resolve_pins(model.dataflow, pins)
     if partitioner_for(config) == "greedy":
+        table = SupportTable.build(model, config, banned, resolved)
         return place_greedy(model, table, flow_options.min_block_size), None
+    db = CostDB()
+    key = search_key(model, config, resolved, banned)
+    remembered = _remembered_plan(db, key)
+    if remembered is not None:
+        return remembered, None
+    table = SupportTable.build(model, config, banned, resolved)
     searched, known = place_collage(
-        model, table, db=CostDB(), max_candidate_size=flow_options.max_candidate_size,
+        model, table, db=db, max_candidate_size=flow_options.max_candidate_size,
         min_block_size=flow_options.min_block_size, foreign_costs=flow_options.foreign_costs,
         progress=progress, isolate=flow_options.isolate,
         measure_timeout=flow_options.measure_timeout)
-    return _keep_fastest(model, config, searched, known, CostDB())
+    plan, built = _keep_fastest(model, config, searched, known, db)
+    if not plan.stats.get("invalid"):  # a crash may be transient: search again next time
+        db.put_plan(key, plan.to_json(indent=None))
+    return plan, built
+
+
+def search_key(model: Model, config: CompilationConfig, pins: Mapping[int, Any],
+               banned: Banned | None) -> str:
+    """What a searched plan depends on: the model's structure and node names, the config's
+    cache key, pins, bans, the machine and every backend's version."""
+    import hashlib
+    import json
+
+    import tessera
+    from tessera import backends
+
+    versions = {t.kind.name: backends.get(t.kind.name).is_available().version
+                for t in config.priority}
+    payload = [tessera.__version__, model.structural_hash(), model.dataflow.names,
+               config.cache_key(), [str(t) for t in config.priority],
+               sorted((i, str(t)) for i, t in pins.items()),
+               sorted((n, sorted(b.items())) for n, b in (banned or {}).items()),
+               fingerprint("plan", json.dumps(versions, sort_keys=True))]
+    return hashlib.sha256(json.dumps(payload).encode()).hexdigest()[:32]
+
+
+def _remembered_plan(db: CostDB, key: str) -> Plan | None:
+    from tessera.errors import PartitionError
+
+    text = db.get_plan(key)
+    if text is None:
+        return None
+    try:
+        plan = Plan.from_json(text)
+    except PartitionError:  # unreadable: search again, and the search overwrites it
+        return None
+    return replace(plan, stats={**plan.stats, "measurements": 0, "cache_hits": 0,
+                                "plan_cache": "hit: the search was skipped"})
 
 
 def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,

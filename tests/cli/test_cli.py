@@ -116,7 +116,7 @@ def test_explain_json_is_a_plan_and_records_round_trip(tmp_path: Path,
     assert code == 0, err
     plan = Plan.from_json(out)
     assert plan.partitioner == "collage" and plan.stats["measurements"] > 0
-    assert sum(len(p.nodes) for p in plan.partitions) == 20
+    assert sum(len(p.nodes) for p in plan.partitions) == 14
     code, out, err = run("records", "export", str(tmp_path / "r.jsonl"))
     assert code == 0, err
     count = len((tmp_path / "r.jsonl").read_text().splitlines())

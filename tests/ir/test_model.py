@@ -9,7 +9,7 @@ import onnx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from tessera import load_model
@@ -197,3 +197,50 @@ def test_structural_hash_is_stable_across_processes() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).parents[2])
     assert out.stdout.strip() == load_model(mlp()).structural_hash()
+
+
+def _constants_and_identities() -> onnx.ModelProto:
+    """x -> Identity -> Mul(Constant value) -> Add(Constant value_float) -> Reshape(Constant
+    value_ints) -> Identity -> y, and a second output through an Identity of the input."""
+    nodes = [
+        helper.make_node("Identity", ["x"], ["x1"], name="id_in"),
+        helper.make_node("Constant", [], ["scale"], name="c_scale",
+                         value=numpy_helper.from_array(np.full((2, 3), 2.0, np.float32))),
+        helper.make_node("Mul", ["x1", "scale"], ["m"], name="mul"),
+        helper.make_node("Constant", [], ["shift"], name="c_shift", value_float=0.5),
+        helper.make_node("Add", ["m", "shift"], ["a"], name="add"),
+        helper.make_node("Constant", [], ["shape"], name="c_shape", value_ints=[3, 2]),
+        helper.make_node("Identity", ["shape"], ["shape2"], name="id_shape"),
+        helper.make_node("Reshape", ["a", "shape2"], ["r"], name="reshape"),
+        helper.make_node("Identity", ["r"], ["y"], name="id_out"),
+        helper.make_node("Identity", ["x"], ["z"], name="id_z"),
+    ]
+    graph = helper.make_graph(
+        nodes, "consts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_constant_nodes_become_initializers_and_identities_go() -> None:
+    proto = _constants_and_identities()
+    model = load_model(proto)
+    assert [n.name for n in model.dataflow.nodes] == ["mul", "add", "reshape", "id_out", "id_z"]
+    assert sorted(model.dataflow.initializers) == ["scale", "shape", "shift"]
+    assert model.output_names == ["y", "z"]  # graph outputs keep their names
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    want = ReferenceEvaluator(proto).run(None, {"x": x})
+    got = ReferenceEvaluator(model.proto).run(None, {"x": x})
+    for expected, actual in zip(want, got, strict=True):
+        np.testing.assert_array_equal(actual, expected)
+
+
+def test_small_integer_initializers_are_structure() -> None:
+    """Reshape targets decide what a subgraph computes: equal op lists with other target
+    shapes must not share cost records."""
+    first = _constants_and_identities()
+    second = _constants_and_identities()
+    second.graph.node[5].attribute[0].ints[:] = [6, 1]
+    second.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 6
+    second.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 1
+    assert load_model(first).structural_hash() != load_model(second).structural_hash()

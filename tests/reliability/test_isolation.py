@@ -61,3 +61,26 @@ def test_without_isolation_the_measure_runs_in_process(faulty: None) -> None:
     worker = shared_worker()
     tessera.compile(mlp(), "onnxruntime,openvino", partitioner="collage", isolate=False)
     assert worker._process is None
+
+
+@pytest.mark.timeout(300)
+def test_a_script_without_a_main_guard_can_compile(tmp_path: Path) -> None:
+    """The measuring worker is spawned; spawn re-runs an unguarded main script in the child
+    (which would compile again, and fail) unless tessera hides it."""
+    import os
+    import subprocess
+    import sys
+
+    model = tmp_path / "mlp.onnx"
+    model.write_bytes(mlp().SerializeToString())
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import tessera\n"
+        f"compiled = tessera.compile({str(model)!r}, ['onnxruntime', 'reference'],\n"
+        "                          partitioner='collage')\n"
+        "print('measured', compiled.plan.stats['measurements'])\n")
+    env = {**os.environ, "TESSERA_COST_DB": str(tmp_path / "costs.sqlite")}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=240, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("measured") == 1 and int(done.stdout.split()[-1]) > 0
