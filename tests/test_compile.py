@@ -154,6 +154,8 @@ def test_a_warm_compile_measures_nothing_and_reuses_the_end_to_end_verdict(
     assert warm.plan.decisions == cold.plan.decisions and warm.plan.reasons == cold.plan.reasons
     assert warm.plan.stats["plan_cache"].startswith("hit")  # the search itself was skipped
     assert "plan_cache" not in cold.plan.stats
+    # the guard checked the cold compile's partitions; the warm compile trusts that verdict
+    assert cold.plan.stats["numeric_guard"] == warm.plan.stats["numeric_guard"] == "passed"
     np.testing.assert_allclose(warm.run(_feeds())["y"], _reference(), rtol=1e-5, atol=1e-6)
 
 

@@ -106,6 +106,9 @@ def extract_submodel(model: Model, mask: NodeSet) -> onnx.ModelProto:
     if not flow.is_convex(mask):
         raise ModelError(f"nodes {_names(flow, mask)} are not convex: a path leaves and re-enters")
     inputs, outputs = flow.boundary(mask)
+    if mask == flow.all_nodes() and list(inputs) == model.input_names and \
+            list(outputs) == model.output_names:  # the whole model: no copy of its weights
+        return model.proto
     nodes = [flow.nodes[i] for i in members(mask)]
     used = {n for node in nodes for n in subgraph_inputs(node)}
     types = flow.value_types

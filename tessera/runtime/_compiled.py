@@ -117,7 +117,7 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
     `CompilationConfig.create` takes) and compile every partition. `pins` fix nodes to
     targets and `progress` follows the measuring (see `tessera.partition`); `options` are
     flow options (partitioner='greedy', fallback=False, threads='shared', ...)."""
-    from tessera.runtime._place import as_config, place
+    from tessera.runtime._place import as_config, place, remember_guard_passed
 
     loaded = model if isinstance(model, Model) else load_model(model)
     config = as_config(config, options)
@@ -125,14 +125,17 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
     banned: dict[str, dict[str, str]] = {}
     while True:
         plan, built = place(loaded, config, pins, banned, progress)
+        # a remembered plan that passed the guard before is not checked again
+        guard = config.options.numeric_guard and plan.stats.get("numeric_guard") != "passed"
         if built is not None:
             parts = built.parts
-            verdicts = guard_partitions(loaded, plan, parts) \
-                if config.options.numeric_guard else {}
+            verdicts = guard_partitions(loaded, plan, parts) if guard else {}
         else:
             parts, verdicts = build_partitions(loaded, plan, policy_for(config, plan),
-                                               guard=config.options.numeric_guard)
+                                               guard=guard)
         if not verdicts:
+            if guard:
+                plan = remember_guard_passed(plan)
             return CompiledModel(loaded, config, plan, parts)
         for index, reason in verdicts.items():  # each round bans at least one pair: it ends
             part = plan.partitions[index]

@@ -5,6 +5,7 @@ those, within the noise of the measurement."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Mapping
@@ -77,9 +78,27 @@ def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
         progress=progress, isolate=flow_options.isolate,
         measure_timeout=flow_options.measure_timeout)
     plan, built = _keep_fastest(model, config, searched, known, db)
+    plan = replace(plan, stats={**plan.stats, "plan_key": key})
     if not plan.stats.get("invalid"):  # a crash may be transient: search again next time
         db.put_plan(key, plan.to_json(indent=None))
+    if built is not None:
+        built.plan = plan
     return plan, built
+
+
+def remember_guard_passed(plan: Plan) -> Plan:
+    """Record that the numeric guard passed the plan's partitions, in the remembered plan
+    too: a warm compile then skips the guard (the verdict is on the structure and the
+    backends; weights of the same structure are trusted alike)."""
+    plan = replace(plan, stats={**plan.stats, "numeric_guard": "passed"})
+    key = plan.stats.get("plan_key")
+    db = CostDB()
+    text = db.get_plan(key) if key else None
+    if key and text is not None:
+        data = json.loads(text)
+        data["stats"]["numeric_guard"] = "passed"
+        db.put_plan(key, json.dumps(data))
+    return plan
 
 
 def search_key(model: Model, config: CompilationConfig, pins: Mapping[int, Any],
@@ -87,7 +106,6 @@ def search_key(model: Model, config: CompilationConfig, pins: Mapping[int, Any],
     """What a searched plan depends on: the model's structure and node names, the config's
     cache key, pins, bans, the machine and every backend's version."""
     import hashlib
-    import json
 
     import tessera
     from tessera import backends
@@ -113,7 +131,7 @@ def _remembered_plan(db: CostDB, key: str) -> Plan | None:
     except PartitionError:  # unreadable: search again, and the search overwrites it
         return None
     return replace(plan, stats={**plan.stats, "measurements": 0, "cache_hits": 0,
-                                "plan_cache": "hit: the search was skipped"})
+                                "plan_cache": "hit: the search was skipped", "plan_key": key})
 
 
 def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
@@ -179,7 +197,6 @@ def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
 def _plan_key(model: Model, plan: Plan, policy: str) -> tuple[str, str, str]:
     """(tuning key, structure, fingerprint) of a whole plan's end-to-end latency."""
     import hashlib
-    import json
 
     from tessera import backends
     from tessera.target import Target
