@@ -49,8 +49,12 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
                   max_candidate_size: int = 3, min_block_size: int = 1,
                   foreign_costs: bool = False, measurer: Measurer | None = None,
                   progress: Progress | None = None, isolate: bool = False,
-                  measure_timeout: float = 120.0) -> tuple[Plan, dict[str, Plan]]:
-    """The searched plan and the known plans it was bounded by (with their modelled costs)."""
+                  measure_timeout: float = 120.0, partition_overhead_ms: float = 0.0
+                  ) -> tuple[Plan, dict[str, Plan]]:
+    """The searched plan and the known plans it was bounded by (with their modelled costs).
+    `partition_overhead_ms` is charged once per partition: a partition measured alone in a
+    tight loop runs faster than inside a chain, where its pool must wake and its inputs
+    arrive cold (see `tessera.runtime._place`, which calibrates it end to end)."""
     flow = model.dataflow
     plans = known_plans(model, table, min_block_size)
     index = {name: i for i, name in enumerate(flow.names)}
@@ -74,12 +78,14 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     priced_at = {(c.mask, str(c.target)): float(k.ms) for c, k in zip(candidates, costs,
                                                                       strict=True)
                  if k.ok and k.ms is not None}
-    bounded = {name: _plan_cost(plan, index, priced_at) for name, plan in plans.items()}
+    bounded = {name: _plan_cost(plan, index, priced_at) + partition_overhead_ms * len(
+        plan.partitions) for name, plan in plans.items()}
     bound = min(bounded.values(), default=math.inf)
     start = time.perf_counter()
     try:
         result = cheapest_cover(len(flow), _preds(model),
-                                [(c.mask, float(cost.ms or 0.0)) for c, cost in usable], bound)
+                                [(c.mask, float(cost.ms or 0.0) + partition_overhead_ms)
+                                 for c, cost in usable], bound)
         chosen = [usable[i] for i in result.chosen]
         stats.update(states=result.states, pruned=result.pruned, modelled_ms=result.cost)
     except SearchBudgetError as err:  # too wide to search exactly: the best known plan
@@ -91,6 +97,7 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
         stats.update(search_truncated=f"{err}; kept the {fallback} plan", modelled_ms=bound)
     stats["search_seconds"] = round(time.perf_counter() - start, 4)
     stats["bound_ms"] = None if bound == math.inf else bound
+    stats["partition_overhead_ms"] = partition_overhead_ms
     parts = make_partitions(flow, [(c.mask, c.target, cost.ms) for c, cost in chosen])
     decisions = _decisions(model, table, chosen, candidates, costs)
     priced = {name: replace(plan, partitions=tuple(

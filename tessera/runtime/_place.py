@@ -72,18 +72,58 @@ def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
     if remembered is not None:
         return remembered, None
     table = SupportTable.build(model, config, banned, resolved)
-    searched, known = place_collage(
-        model, table, db=db, max_candidate_size=flow_options.max_candidate_size,
-        min_block_size=flow_options.min_block_size, foreign_costs=flow_options.foreign_costs,
-        progress=progress, isolate=flow_options.isolate,
-        measure_timeout=flow_options.measure_timeout)
-    plan, built = _keep_fastest(model, config, searched, known, db)
+    overhead_key = _overhead_key(config)
+    remembered_overhead = db.get(*overhead_key)
+    overhead = remembered_overhead.ms if remembered_overhead and remembered_overhead.ms else 0.0
+    rounds = 0
+    while True:
+        searched, known = place_collage(
+            model, table, db=db, max_candidate_size=flow_options.max_candidate_size,
+            min_block_size=flow_options.min_block_size,
+            foreign_costs=flow_options.foreign_costs, progress=progress,
+            isolate=flow_options.isolate, measure_timeout=flow_options.measure_timeout,
+            partition_overhead_ms=overhead)
+        plan, built = _keep_fastest(model, config, searched, known, db)
+        rounds += 1
+        estimate = _overhead_estimate(searched, plan.stats["end_to_end_ms"].get("collage"))
+        if estimate is None:
+            break
+        db.put(*overhead_key, Cost(estimate, 0.0, 1))
+        # the searched plan lost end to end because its chain cost more than its parts:
+        # search again, charging each partition what the chain showed it costs
+        if plan.stats["kept"] == "collage" or rounds > _CALIBRATION_ROUNDS or \
+                estimate <= overhead * 1.25 + 1e-3:
+            break
+        overhead = estimate
+    plan = replace(plan, stats={**plan.stats, "calibration_rounds": rounds})
     plan = replace(plan, stats={**plan.stats, "plan_key": key})
     if not plan.stats.get("invalid"):  # a crash may be transient: search again next time
         db.put_plan(key, plan.to_json(indent=None))
     if built is not None:
         built.plan = plan
     return plan, built
+
+
+_CALIBRATION_ROUNDS = 2  # searches again after the first; each costs one end-to-end timing
+
+
+def _overhead_key(config: CompilationConfig) -> tuple[str, str, str]:
+    """The cost-database key of the per-partition chain overhead among these backends."""
+    from tessera import backends
+
+    kinds = sorted({t.kind.name for t in config.priority})
+    versions = ", ".join(f"{k} {backends.get(k).is_available().version}" for k in kinds)
+    return "overhead:" + ",".join(kinds), "per-partition", fingerprint("chain", versions)
+
+
+def _overhead_estimate(searched: Plan, measured: Any) -> float | None:
+    """What each partition of the searched plan cost beyond its part measured alone."""
+    parts = searched.partitions
+    if len(parts) < 2 or not isinstance(measured, float) or \
+            any(p.cost_ms is None for p in parts):
+        return None
+    alone = sum(float(p.cost_ms or 0.0) for p in parts)
+    return round(max(0.0, (measured - alone) / len(parts)), 4)
 
 
 def remember_guard_passed(plan: Plan) -> Plan:
