@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from tessera.backends._deviations import Deviation, first_deviation
 from tessera.backends._protocol import Backend, Support
 from tessera.backends._schema import schema_for
+from tessera.ir._load import INTEGER_TYPES
 
 if TYPE_CHECKING:
     import onnx
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 # constants, weights above all, become probe inputs so that alike nodes share one probe.
 _CONSTANT_LIMIT = 4096
 _FLOAT_CONSTANT_LIMIT = 16
-_INTEGER_TYPES = frozenset({2, 3, 4, 5, 6, 7, 9, 12, 13})
 
 
 class Prober:
@@ -106,7 +106,7 @@ def _info(name: str, types: Mapping[str, ValueType]) -> onnx.ValueInfoProto:
 
 
 def _is_structural(tensor: onnx.TensorProto) -> bool:
-    limit = _CONSTANT_LIMIT if tensor.data_type in _INTEGER_TYPES else _FLOAT_CONSTANT_LIMIT
+    limit = _CONSTANT_LIMIT if tensor.data_type in INTEGER_TYPES else _FLOAT_CONSTANT_LIMIT
     return _size(tensor) <= limit
 
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import onnx
 
 MIN_OPSET = 7
+INTEGER_TYPES = frozenset({2, 3, 4, 5, 6, 7, 9, 12, 13})  # uint8..int64, bool, uint32, uint64
 
 
 def read_model(source: Any) -> tuple[onnx.ModelProto, Path | None]:
@@ -239,7 +240,7 @@ def _weights_as_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[An
         elements = 1
         for d in tensor.dims:
             elements *= d
-        if tensor.data_type in _INTEGER_TYPES and elements <= _KEPT_CONSTANT_ELEMENTS:
+        if tensor.data_type in INTEGER_TYPES and elements <= _KEPT_CONSTANT_ELEMENTS:
             light.graph.initializer.append(tensor)
             continue
         weights.append(tensor)
@@ -258,7 +259,6 @@ def _copy_field(message: Any, field: Any, value: Any) -> None:
         setattr(message, field.name, value)
 
 
-_INTEGER_TYPES = frozenset({2, 3, 4, 5, 6, 7, 9, 12, 13})  # uint8..int64, bool, uint32, uint64
 _SUB_BYTE_BITS = {21: 4, 22: 4, 23: 4, 25: 2, 26: 2}  # uint4, int4, float4e2m1, uint2, int2
 
 

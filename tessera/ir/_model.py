@@ -214,7 +214,7 @@ def _tensor_record(tensor: onnx.TensorProto) -> Any:
     import onnx.numpy_helper
 
     size = int(np.prod(tensor.dims)) if tensor.dims else 1
-    if size <= _STRUCTURAL_CONSTANT_LIMIT and tensor.data_type in _INT_TYPES:
+    if size <= _STRUCTURAL_CONSTANT_LIMIT and tensor.data_type in _load.INTEGER_TYPES:
         return [tensor.data_type, list(tensor.dims), onnx.numpy_helper.to_array(tensor).tolist()]
     return [tensor.data_type, list(tensor.dims)]
 
@@ -223,4 +223,3 @@ def _graph_record(graph: onnx.GraphProto) -> Any:
     return [[n.domain, n.op_type, [_attr_record(a) for a in n.attribute]] for n in graph.node]
 
 
-_INT_TYPES = frozenset({2, 3, 4, 5, 6, 7, 9, 12, 13})  # uint8..int64, bool, uint32, uint64
