@@ -44,20 +44,35 @@ _ROOT = Path(__file__).resolve().parents[1]
 
 # -- children: each configuration alone in a process --------------------------------------------
 def _child_search(spec: dict[str, Any]) -> dict[str, Any]:
-    """A cold Collage compile (the database at spec['db'] is empty), saved as an artifact."""
-    import resource
-
+    """A cold Collage compile (the database at spec['db'] is empty), saved as an artifact.
+    Peak memory is the compiling process's and, apart, its measuring worker's high-water
+    mark (VmHWM: getrusage's ru_maxrss would carry over the parent's at fork)."""
     os.environ["TESSERA_COST_DB"] = spec["db"]
+    from tessera.placement._isolated import shared_worker
     from tessera.runtime._compiled import compile as compile_model
 
     began = time.perf_counter()
     compiled = compile_model(spec["model"], spec["targets"], partitioner="collage")
     seconds = time.perf_counter() - began
+    worker = shared_worker()._process
+    worker_mb = _peak_rss_mb(worker.pid) if worker is not None else None
     compiled.save(spec["artifact"])
     stats = compiled.plan.stats
     return {"seconds": round(seconds, 2), "measurements": stats.get("measurements"),
             "candidates": stats.get("candidates"), "kept": stats.get("kept"),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+            "calibration_rounds": stats.get("calibration_rounds"),
+            "partition_overhead_ms": stats.get("partition_overhead_ms"),
+            "peak_rss_mb": _peak_rss_mb("self"), "worker_peak_rss_mb": worker_mb}
+
+
+def _peak_rss_mb(pid: int | str) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 def _child_warm(spec: dict[str, Any]) -> dict[str, Any]:
@@ -272,14 +287,16 @@ def markdown(result: dict[str, Any]) -> str:
             f"{s['collage_vs_onnxruntime_default_geomean']}. "
             f"All outputs match the reference: {s['all_outputs_match']} (✗ marks a mismatch).",
             "", "## Search cost", "",
-            "| model | batch | cold search s | measurements | candidates | peak RSS MB | "
+            "| model | batch | cold search s | measurements | candidates | peak RSS MB "
+            "(compile + measuring worker) | "
             "warm compile s | of which an ONNX Runtime session s | warm measurements | kept |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in result["results"]:
         cold, search = r["search"]["cold"], r["search"]
         out.append(f"| {r['model']} | {r['batch']} | {cold.get('seconds')} | "
                    f"{cold.get('measurements')} | {cold.get('candidates')} | "
-                   f"{cold.get('peak_rss_mb')} | {search['warm_seconds']} | "
+                   f"{cold.get('peak_rss_mb')} + {cold.get('worker_peak_rss_mb')} | "
+                   f"{search['warm_seconds']} | "
                    f"{search.get('onnxruntime_session_seconds')} | "
                    f"{search['warm_measurements']} | {cold.get('kept')} |")
     return "\n".join(out) + "\n"
@@ -323,8 +340,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="per block")
     parser.add_argument("--min-runs", type=int, default=10)
     parser.add_argument("--out", default=OUT)
+    parser.add_argument("--render", metavar="JSON", help="write the table and plot of a "
+                        "finished run again (to --out), measuring nothing")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.render:  # the table and the plot again, from a run's JSON
+        result = json.loads(Path(args.render).read_text())
+        out = Path(args.out)
+        out.with_suffix(".md").write_text(markdown(result))
+        plot(result, out.with_suffix(".png"))
+        return 0
     if args.child:
         spec = json.loads(args.child)
         child = {"search": _child_search, "warm": _child_warm}.get(spec["mode"], _child_time)
