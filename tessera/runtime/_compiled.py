@@ -117,7 +117,8 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
     `CompilationConfig.create` takes) and compile every partition. `pins` fix nodes to
     targets and `progress` follows the measuring (see `tessera.partition`); `options` are
     flow options (partitioner='greedy', fallback=False, threads='shared', ...)."""
-    from tessera.runtime._place import as_config, place, remember_guard_passed
+    from tessera.runtime._place import as_config, place
+    from tessera.runtime._remember import remember_guard_passed
 
     loaded = model if isinstance(model, Model) else load_model(model)
     config = as_config(config, options)

@@ -28,6 +28,7 @@ from tessera.placement._collage import Progress
 from tessera.placement._costdb import fingerprint
 from tessera.placement._pins import PinSpec
 from tessera.placement._support import Banned
+from tessera.runtime._remember import remembered_plan, search_key
 
 
 def as_config(config: Any, options: Mapping[str, Any]) -> CompilationConfig:
@@ -68,14 +69,14 @@ def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
         return place_greedy(model, table, flow_options.min_block_size), None
     db = CostDB()
     key = search_key(model, config, resolved, banned)
-    remembered = _remembered_plan(db, key)
+    remembered = remembered_plan(db, key)
     if remembered is not None:
         return remembered, None
     table = SupportTable.build(model, config, banned, resolved)
     overhead_key = _overhead_key(config)
     remembered_overhead = db.get(*overhead_key)
     overhead = remembered_overhead.ms if remembered_overhead and remembered_overhead.ms else 0.0
-    rounds = 0
+    rounds, first_stats = 0, None
     while True:
         searched, known = place_collage(
             model, table, db=db, max_candidate_size=flow_options.max_candidate_size,
@@ -85,6 +86,7 @@ def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
             partition_overhead_ms=overhead)
         plan, built = _keep_fastest(model, config, searched, known, db)
         rounds += 1
+        first_stats = first_stats or searched.stats  # where the measuring happened
         estimate = _overhead_estimate(searched, plan.stats["end_to_end_ms"].get("collage"))
         if estimate is None:
             break
@@ -95,8 +97,9 @@ def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
                 estimate <= overhead * 1.25 + 1e-3:
             break
         overhead = estimate
-    plan = replace(plan, stats={**plan.stats, "calibration_rounds": rounds})
-    plan = replace(plan, stats={**plan.stats, "plan_key": key})
+    measured = {k: first_stats[k] for k in _MEASURING_STATS if first_stats and k in first_stats}
+    plan = replace(plan, stats={**plan.stats, **measured, "calibration_rounds": rounds,
+                                "plan_key": key})
     if not plan.stats.get("invalid"):  # a crash may be transient: search again next time
         db.put_plan(key, plan.to_json(indent=None))
     if built is not None:
@@ -105,6 +108,8 @@ def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
 
 
 _CALIBRATION_ROUNDS = 2  # searches again after the first; each costs one end-to-end timing
+_MEASURING_STATS = ("candidates", "measurements", "cache_hits", "measure_seconds", "invalid",
+                    "invalid_examples")
 
 
 def _overhead_key(config: CompilationConfig) -> tuple[str, str, str]:
@@ -124,54 +129,6 @@ def _overhead_estimate(searched: Plan, measured: Any) -> float | None:
         return None
     alone = sum(float(p.cost_ms or 0.0) for p in parts)
     return round(max(0.0, (measured - alone) / len(parts)), 4)
-
-
-def remember_guard_passed(plan: Plan) -> Plan:
-    """Record that the numeric guard passed the plan's partitions, in the remembered plan
-    too: a warm compile then skips the guard (the verdict is on the structure and the
-    backends; weights of the same structure are trusted alike)."""
-    plan = replace(plan, stats={**plan.stats, "numeric_guard": "passed"})
-    key = plan.stats.get("plan_key")
-    db = CostDB()
-    text = db.get_plan(key) if key else None
-    if key and text is not None:
-        data = json.loads(text)
-        data["stats"]["numeric_guard"] = "passed"
-        db.put_plan(key, json.dumps(data))
-    return plan
-
-
-def search_key(model: Model, config: CompilationConfig, pins: Mapping[int, Any],
-               banned: Banned | None) -> str:
-    """What a searched plan depends on: the model's structure and node names, the config's
-    cache key, pins, bans, the machine and every backend's version."""
-    import hashlib
-
-    import tessera
-    from tessera import backends
-
-    versions = {t.kind.name: backends.get(t.kind.name).is_available().version
-                for t in config.priority}
-    payload = [tessera.__version__, model.structural_hash(), model.dataflow.names,
-               config.cache_key(), [str(t) for t in config.priority],
-               sorted((i, str(t)) for i, t in pins.items()),
-               sorted((n, sorted(b.items())) for n, b in (banned or {}).items()),
-               fingerprint("plan", json.dumps(versions, sort_keys=True))]
-    return hashlib.sha256(json.dumps(payload).encode()).hexdigest()[:32]
-
-
-def _remembered_plan(db: CostDB, key: str) -> Plan | None:
-    from tessera.errors import PartitionError
-
-    text = db.get_plan(key)
-    if text is None:
-        return None
-    try:
-        plan = Plan.from_json(text)
-    except PartitionError:  # unreadable: search again, and the search overwrites it
-        return None
-    return replace(plan, stats={**plan.stats, "measurements": 0, "cache_hits": 0,
-                                "plan_cache": "hit: the search was skipped", "plan_key": key})
 
 
 def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
