@@ -198,7 +198,8 @@ def bench_model(name: str, batch: int, backends: Sequence[str], args: argparse.N
         got = np.load(work / f"{tag}-{label.replace(' ', '_')}.npy")
         rows[label] = {"median_ms": round(mid, 4), "spread": round((max(values) - min(values))
                                                                    / mid, 4),
-                       "rounds": len(values), "matches": _close(got, expected),
+                       "rounds": len(values), "blocks_ms": [round(v, 4) for v in values],
+                       "matches": _close(got, expected),
                        **({"plan": plans[label]} if label in plans else {})}
     natives = {k: v["median_ms"] for k, v in rows.items()
                if k.startswith("native ") and "median_ms" in v}
@@ -209,6 +210,8 @@ def bench_model(name: str, batch: int, backends: Sequence[str], args: argparse.N
             row["speed_vs_best_native"] = round(natives[best] / row["median_ms"], 4)
         if default and "median_ms" in row:
             row["speed_vs_onnxruntime_default"] = round(default / row["median_ms"], 4)
+        if best and "median_ms" in row:
+            row["paired_vs_best_native"] = paired_ratio(rows[best], row)
     return {"model": name, "batch": batch, "best_native": best, "rows": rows,
             "search": search, "reference": "onnx.reference" if args.smoke
             else "native onnxruntime (fp32)"}
@@ -248,12 +251,24 @@ def geomean(values: Sequence[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
 
 
+def paired_ratio(base: dict[str, Any], row: dict[str, Any]) -> float | None:
+    """The median over rounds of base/row within each round: a round's blocks run minutes
+    apart from the next round's, so the drift of a shared machine cancels within a round."""
+    pairs = list(zip(base.get("blocks_ms", []), row.get("blocks_ms", []), strict=False))
+    return round(statistics.median(b / r for b, r in pairs), 4) if pairs else None
+
+
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     collage = [r["rows"]["tessera collage"].get("speed_vs_best_native") for r in results]
     ratios = [c for c in collage if c]
     versus_ort = [c for c in (r["rows"]["tessera collage"].get("speed_vs_onnxruntime_default")
                               for r in results) if c]
+    paired = [c for c in (r["rows"]["tessera collage"].get("paired_vs_best_native")
+                          for r in results) if c]
     return {"collage_vs_best_native_geomean": round(geomean(ratios), 4) if ratios else None,
+            "collage_vs_best_native_paired_geomean":
+                round(geomean(paired), 4) if paired else None,
+            "collage_vs_best_native_paired_min": round(min(paired), 4) if paired else None,
             "collage_vs_best_native_min": round(min(ratios), 4) if ratios else None,
             "collage_vs_onnxruntime_default_geomean":
                 round(geomean(versus_ort), 4) if versus_ort else None,
@@ -265,9 +280,11 @@ def markdown(result: dict[str, Any]) -> str:
     labels = result["configs"]
     out = ["# Benchmark suite", "", f"{result['machine']}. {result['note']}", "",
            "Median latency in ms, and speed relative to the best native backend of the same "
-           "run (higher is faster; 1.00 = as fast as the best single backend run natively).",
-           "", "| model | batch | " + " | ".join(labels) + " | collage plan |",
-           "|---|---:|" + "---:|" * len(labels) + "---|"]
+           "run (higher is faster; 1.00 = as fast as the best single backend run natively). "
+           "'paired' is Collage's speed against the best native backend within each round, "
+           "the median over rounds.",
+           "", "| model | batch | " + " | ".join(labels) + " | collage paired | collage plan |",
+           "|---|---:|" + "---:|" * (len(labels) + 1) + "---|"]
     for r in result["results"]:
         cells = []
         for label in labels:
@@ -279,10 +296,15 @@ def markdown(result: dict[str, Any]) -> str:
             cells.append(f"{row['median_ms']:.3f} ({row['speed_vs_best_native']:.2f}){mark}")
         plan = " + ".join(f"{t.split()[0]}[{n}]" for t, n in
                           r["rows"].get("tessera collage", {}).get("plan", []))
-        out.append(f"| {r['model']} | {r['batch']} | " + " | ".join(cells) + f" | {plan} |")
+        paired = r["rows"].get("tessera collage", {}).get("paired_vs_best_native")
+        out.append(f"| {r['model']} | {r['batch']} | " + " | ".join(cells) +
+                   f" | {paired if paired is not None else '-'} | {plan} |")
     s = result["summary"]
     out += ["", f"Collage vs the best native backend: geometric mean "
-            f"{s['collage_vs_best_native_geomean']}, worst {s['collage_vs_best_native_min']}; "
+            f"{s['collage_vs_best_native_geomean']}, worst {s['collage_vs_best_native_min']} "
+            f"(paired within rounds: geometric mean "
+            f"{s.get('collage_vs_best_native_paired_geomean')}, worst "
+            f"{s.get('collage_vs_best_native_paired_min')}); "
             f"vs ONNX Runtime with its defaults: geometric mean "
             f"{s['collage_vs_onnxruntime_default_geomean']}. "
             f"All outputs match the reference: {s['all_outputs_match']} (✗ marks a mismatch).",
@@ -340,13 +362,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="per block")
     parser.add_argument("--min-runs", type=int, default=10)
     parser.add_argument("--out", default=OUT)
-    parser.add_argument("--render", metavar="JSON", help="write the table and plot of a "
-                        "finished run again (to --out), measuring nothing")
+    parser.add_argument("--render", metavar="JSON", nargs="+", help="write the JSON, table "
+                        "and plot of finished runs again, merged (to --out); measures nothing")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.render:  # the table and the plot again, from a run's JSON
-        result = json.loads(Path(args.render).read_text())
+    if args.render:  # the table and the plot again, from the JSON of one run or several
+        runs = [json.loads(Path(p).read_text()) for p in args.render]
+        results = [r for run in runs for r in run["results"]]
+        result = {**runs[0], "results": results, "summary": summary(results)}
         out = Path(args.out)
+        out.with_suffix(".json").write_text(json.dumps(result, indent=2))
         out.with_suffix(".md").write_text(markdown(result))
         plot(result, out.with_suffix(".png"))
         return 0
