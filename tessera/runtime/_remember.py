@@ -58,5 +58,7 @@ def remembered_plan(db: CostDB, key: str) -> Plan | None:
         plan = Plan.from_json(text)
     except PartitionError:  # unreadable: search again, and the search overwrites it
         return None
-    return replace(plan, stats={**plan.stats, "measurements": 0, "cache_hits": 0,
+    # nothing measured: every candidate's cost is known, through the plan they made
+    return replace(plan, stats={**plan.stats, "measurements": 0,
+                                "cache_hits": plan.stats.get("candidates", 0),
                                 "plan_cache": "hit: the search was skipped", "plan_key": key})
