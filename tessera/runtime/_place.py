@@ -107,6 +107,13 @@ def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
     return plan, built
 
 
+def versions(kinds: list[str]) -> str:
+    """'kind version, ...' of the backend libraries: part of every key a result depends on."""
+    from tessera import backends
+
+    return ", ".join(f"{k} {backends.get(k).is_available().version}" for k in kinds)
+
+
 _CALIBRATION_ROUNDS = 2  # searches again after the first; each costs one end-to-end timing
 _MEASURING_STATS = ("candidates", "measurements", "cache_hits", "measure_seconds", "invalid",
                     "invalid_examples")
@@ -114,11 +121,9 @@ _MEASURING_STATS = ("candidates", "measurements", "cache_hits", "measure_seconds
 
 def _overhead_key(config: CompilationConfig) -> tuple[str, str, str]:
     """The cost-database key of the per-partition chain overhead among these backends."""
-    from tessera import backends
 
     kinds = sorted({t.kind.name for t in config.priority})
-    versions = ", ".join(f"{k} {backends.get(k).is_available().version}" for k in kinds)
-    return "overhead:" + ",".join(kinds), "per-partition", fingerprint("chain", versions)
+    return "overhead:" + ",".join(kinds), "per-partition", fingerprint("chain", versions(kinds))
 
 
 def _overhead_estimate(searched: Plan, measured: Any) -> float | None:
@@ -195,14 +200,12 @@ def _plan_key(model: Model, plan: Plan, policy: str) -> tuple[str, str, str]:
     """(tuning key, structure, fingerprint) of a whole plan's end-to-end latency."""
     import hashlib
 
-    from tessera import backends
     from tessera.target import Target
 
     shape = json.dumps([policy, [(p.target, p.nodes) for p in plan.partitions]])
     kinds = sorted({Target(p.target).kind.name for p in plan.partitions})
-    versions = ", ".join(f"{k} {backends.get(k).is_available().version}" for k in kinds)
     return ("plan:" + hashlib.sha256(shape.encode()).hexdigest()[:24],
-            model.structural_hash(), fingerprint("end-to-end", versions))
+            model.structural_hash(), fingerprint("end-to-end", versions(kinds)))
 
 
 def _modelled(plan: Plan) -> float:
