@@ -100,8 +100,8 @@ def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
     measured = {k: first_stats[k] for k in _MEASURING_STATS if first_stats and k in first_stats}
     plan = replace(plan, stats={**plan.stats, **measured, "calibration_rounds": rounds,
                                 "plan_key": key})
-    if not plan.stats.get("invalid"):  # a crash may be transient: search again next time
-        db.put_plan(key, plan.to_json(indent=None))
+    # failed candidates are in the database as well, so a new search would find this plan
+    db.put_plan(key, plan.to_json(indent=None))
     if built is not None:
         built.plan = plan
     return plan, built
