@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,8 @@ from tessera.errors import (
 from tessera.target import Availability, Target, TargetKind
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
     import onnx
 
@@ -110,6 +112,10 @@ class Backend:
         raise NotImplementedError
 
     def compile(self, submodel: onnx.ModelProto, target: Target | str | None = None) -> Compiled:
+        chosen = self._usable(target)
+        return self._guarded(submodel, lambda: self._compile(submodel, chosen))
+
+    def _usable(self, target: Target | str | None) -> Target:
         chosen = Target(target) if target is not None else Target(self.name)
         if chosen.kind != self.kind:
             raise CompileError(f"backend {self.name!r} cannot compile for target {str(chosen)!r}")
@@ -117,8 +123,12 @@ class Backend:
         if not availability.ok:
             raise BackendUnavailableError(f"backend {self.name!r} is unavailable: "
                                           f"{availability.reason}")
+        return chosen
+
+    def _guarded(self, submodel: onnx.ModelProto, build: Callable[[], Compiled]) -> Compiled:
+        """`build()`, any failure but tessera's own a CompileError naming the nodes."""
         try:
-            return self._compile(submodel, chosen)
+            return build()
         except TesseraError:
             raise
         except Exception as err:
@@ -155,6 +165,25 @@ class Backend:
     def _compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
                         ) -> Compiled:
         return self.compile(submodel, target)
+
+    # -- warm caches, for later compiles on this machine ---------------------------------
+    # What `compile` can keep in a directory so that compiling the same submodel again skips
+    # the slow steps (OpenVINO: its ONNX frontend; ONNX Runtime: serialising the model).
+    warm_cache = False
+
+    def compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
+                     reuse: bool) -> Compiled:
+        """`compile`, reusing what an earlier call left in `directory` (`reuse`), or else
+        leaving it there (a fresh directory the caller publishes once this returns)."""
+        chosen = self._usable(target)
+        if not self.warm_cache:
+            return self.compile(submodel, chosen)
+        return self._guarded(submodel,
+                             lambda: self._compile_warm(submodel, chosen, directory, reuse))
+
+    def _compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
+                      reuse: bool) -> Compiled:
+        raise NotImplementedError
 
 
 BACKENDS: Registry[Backend] = Registry("backend")

@@ -15,6 +15,8 @@ from tessera.errors import CompileError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
     import onnx
 
@@ -107,15 +109,38 @@ class OpenVinoBackend(ProbedBackend):
 
     deviations = DEVIATIONS
 
+    @staticmethod
+    def _check_precision(target: Target) -> None:
+        wanted = _CAPABILITY.get(target.attrs["precision"])
+        capabilities = _core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+        if wanted and wanted not in capabilities:
+            raise CompileError(
+                f"this CPU has no {wanted} support in OpenVINO; use 'openvino -precision=f32' "
+                f"(capabilities: {', '.join(capabilities)})")
+
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         core = _core()
-        wanted = _CAPABILITY.get(target.attrs["precision"])
-        if wanted and wanted not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
-            raise CompileError(
-                f"this CPU has no {wanted} support in OpenVINO; use "
-                f"'openvino -precision=f32' (capabilities: "
-                f"{', '.join(core.get_property('CPU', 'OPTIMIZATION_CAPABILITIES'))})")
+        self._check_precision(target)
         model = core.read_model(submodel.SerializeToString())
+        compiled = core.compile_model(model, "CPU", compile_config(target))
+        return _OpenVinoCompiled(self.name, submodel, target, compiled)
+
+    # The warm cache is the model as OpenVINO IR: reading it maps the weights in place of
+    # the ONNX frontend's conversion (BERT-base: 0.04 s instead of 2.7 s with serialising).
+    warm_cache = True
+
+    def _compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
+                      reuse: bool) -> Compiled:
+        import openvino as ov
+
+        core = _core()
+        self._check_precision(target)
+        xml = directory / "model.xml"
+        if reuse:
+            model = core.read_model(str(xml))
+        else:
+            model = core.read_model(submodel.SerializeToString())
+            ov.save_model(model, str(xml), compress_to_fp16=False)
         compiled = core.compile_model(model, "CPU", compile_config(target))
         return _OpenVinoCompiled(self.name, submodel, target, compiled)
 

@@ -105,6 +105,11 @@ class FlowOptions:
     measure_timeout: float = _option(
         120.0, "collage: seconds one candidate may take (compile and runs) before it is "
         "marked invalid as hung", cache_key=False, parse=_positive_seconds)
+    compile_cache: bool = _option(
+        True, "keep each compiled partition in a form its backend reloads fast (OpenVINO IR, "
+        "an ONNX file), under the cache directory: a later compile of the same model skips "
+        "the slow steps. Size: TESSERA_COMPILE_CACHE_MB (default 4096)",
+        cache_key=False, parse=parse_bool)
     link_params: bool = _option(
         True, "store weights inside saved artifacts rather than beside them",
         cache_key=False, parse=parse_bool)

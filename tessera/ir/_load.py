@@ -16,13 +16,16 @@ MIN_OPSET = 7
 INTEGER_TYPES = frozenset({2, 3, 4, 5, 6, 7, 9, 12, 13})  # uint8..int64, bool, uint32, uint64
 
 
-def read_model(source: Any) -> tuple[onnx.ModelProto, Path | None]:
-    """A ModelProto from a path, bytes or ModelProto, and the directory external data may use."""
+def read_model(source: Any) -> tuple[onnx.ModelProto, Path | None, str | None]:
+    """A ModelProto from a path, bytes or ModelProto, the directory external data may use, and
+    a digest of the bytes read (None for a ModelProto): what its compiled caches are keyed on."""
+    import hashlib
+
     import onnx
     from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
     if isinstance(source, onnx.ModelProto):
-        return source, None
+        return source, None, None
     if isinstance(source, bytes | bytearray | memoryview):
         data, base = bytes(source), None
     elif isinstance(source, str | os.PathLike):
@@ -46,7 +49,13 @@ def read_model(source: Any) -> tuple[onnx.ModelProto, Path | None]:
         ) from None
     if not model.HasField("graph"):
         raise ModelError("the model has no graph; the file is not an ONNX model or is truncated")
-    return model, base
+    return model, base, hashlib.sha1(data, usedforsecurity=False).hexdigest()
+
+
+def has_external_data(model: onnx.ModelProto) -> bool:
+    from onnx.external_data_helper import _get_all_tensors
+
+    return any(t.data_location == 1 for t in _get_all_tensors(model))
 
 
 def load_external_data(model: onnx.ModelProto, base: Path | None) -> None:

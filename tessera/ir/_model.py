@@ -26,6 +26,17 @@ class Model:
 
     proto: onnx.ModelProto
     opset: int
+    source_digest: str | None = None  # sha1 of the file or bytes it was read from
+
+    @cached_property
+    def content_digest(self) -> str:
+        """A digest of all the model computes with: what compiled caches are keyed on. The
+        digest of the bytes it was read from where there are some (hashing those costs a
+        fraction of serialising the model again)."""
+        if self.source_digest is not None:
+            return self.source_digest
+        data = self.proto.SerializeToString(deterministic=True)
+        return hashlib.sha1(data, usedforsecurity=False).hexdigest()
 
     @cached_property
     def dataflow(self) -> DataflowGraph:
@@ -75,7 +86,9 @@ def load_model(
     `ModelError` naming the cause."""
     import onnx
 
-    proto, base = _load.read_model(source)
+    proto, base, digest = _load.read_model(source)
+    if input_shapes or _load.has_external_data(proto):
+        digest = None  # the bytes read are not all the model is
     proto = _copy(proto, onnx) if not isinstance(source, bytes | str) else proto
     _load.load_external_data(proto, base)
     proto = _load.upgrade_opset(proto)
@@ -86,7 +99,7 @@ def load_model(
     _load.check_declared_sizes(proto)
     if require_static:
         _load.check_static_inputs(proto)
-    return Model(_load.check_and_infer(_load.simplify(proto)), opset)
+    return Model(_load.check_and_infer(_load.simplify(proto)), opset, digest)
 
 
 def _copy(proto: onnx.ModelProto, onnx_module: Any) -> onnx.ModelProto:

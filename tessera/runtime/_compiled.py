@@ -133,7 +133,7 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
             verdicts = guard_partitions(loaded, plan, parts) if guard else {}
         else:
             parts, verdicts = build_partitions(loaded, plan, policy_for(config, plan),
-                                               guard=guard)
+                                               guard=guard, warm=config.options.compile_cache)
         if not verdicts:
             if guard:
                 plan = remember_guard_passed(plan)
@@ -146,18 +146,22 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
                 banned.setdefault(node, {})[part.target] = reason
 
 
-def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, guard: bool = False
-                     ) -> tuple[list[Compiled], dict[int, str]]:
-    """Each partition compiled under the plan's thread policy, and the partitions that
-    failed to compile or (with `guard`) disagree with the reference, with the reason. The
-    reference itself is never judged."""
+def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, guard: bool = False,
+                     warm: bool = False) -> tuple[list[Compiled], dict[int, str]]:
+    """Each partition compiled under the plan's thread policy (through the warm cache of
+    compiled partitions with `warm`), and the partitions that failed to compile or (with
+    `guard`) disagree with the reference, with the reason. The reference is never judged."""
+    from tessera.runtime._warm import compile_partition
+
     parts: list[Compiled] = []
     verdicts: dict[int, str] = {}
     for i, part in enumerate(plan.partitions):
         target = policy.apply(Target(part.target))
-        submodel = submodel_of(model, part.nodes)
+        mask = model.node_set(part.nodes)
+        submodel = extract_submodel(model, mask)
         try:
-            compiled = backends.get(target.kind.name).compile(submodel, target)
+            compiled = (compile_partition(model, mask, submodel, target) if warm else
+                        backends.get(target.kind.name).compile(submodel, target))
         except CompileError as err:
             if target.kind.name == "reference":
                 raise

@@ -166,7 +166,8 @@ def _keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
         if remembered is not None and remembered.ms is not None:
             timings[name] = remembered.ms
             continue
-        parts, failures = build_partitions(model, plan, policy)
+        parts, failures = build_partitions(model, plan, policy,
+                                           warm=config.options.compile_cache)
         if failures:
             timings[name] = "failed to build: " + "; ".join(failures.values())[:200]
             continue

@@ -1,0 +1,126 @@
+"""Warm caches of compiled partitions. A backend that can keep a cheaper-to-reload form of a
+partition (OpenVINO IR, an ONNX file for ONNX Runtime) leaves it in `TESSERA_CACHE/compiled`
+under a key of everything the partition computes with; a later compile of the same model on
+the same backend version reloads it. Entries are published by renaming a finished directory,
+so a reader never sees half of one; the least recently used go once the cache passes
+`TESSERA_COMPILE_CACHE_MB` (default 4096)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tessera import backends
+from tessera._private.cache import _alive, cache_dir
+from tessera.backends import Compiled
+from tessera.errors import CompileError
+from tessera.ir import Model
+from tessera.ir._graph import NodeSet, members
+from tessera.target import Target
+
+if TYPE_CHECKING:
+    import onnx
+
+_DONE = "entry.json"  # written last: an entry without it is not finished
+_DEFAULT_LIMIT_MB = 4096
+
+
+def compile_partition(model: Model, mask: NodeSet, submodel: onnx.ModelProto,
+                      target: Target) -> Compiled:
+    """The partition `mask` of `model` (extracted as `submodel`) compiled on `target`,
+    through the warm cache where its backend has one."""
+    backend = backends.get(target.kind.name)
+    if not backend.warm_cache:
+        return backend.compile(submodel, target)
+    root = cache_dir("compiled")
+    key = partition_key(model, mask, target)
+    entry = root / key
+    if (entry / _DONE).is_file():
+        try:
+            compiled = backend.compile_warm(submodel, target, entry, reuse=True)
+        except CompileError:  # damaged, or written by another build: compile it afresh
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            _touch(entry / _DONE)
+            return compiled
+    fresh = Path(tempfile.mkdtemp(prefix=f".{key}.{os.getpid()}.", dir=root))
+    try:
+        compiled = backend.compile_warm(submodel, target, fresh, reuse=False)
+        (fresh / _DONE).write_text(json.dumps({"target": str(target),
+                                               "nodes": len(submodel.graph.node)}))
+        try:
+            fresh.rename(entry)
+        except OSError:  # another compile published the same entry first
+            shutil.rmtree(fresh, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    evict(root, _limit_bytes())
+    return compiled
+
+
+def partition_key(model: Model, mask: NodeSet, target: Target) -> str:
+    import tessera
+
+    flow = model.dataflow
+    version = backends.get(target.kind.name).is_available().version
+    inputs, outputs = flow.boundary(mask)
+    payload = [tessera.__version__, str(target), version, model.content_digest,
+               model.structural_hash(mask), [flow.names[i] for i in members(mask)],
+               list(inputs), list(outputs)]
+    return hashlib.sha1(json.dumps(payload).encode(), usedforsecurity=False).hexdigest()
+
+
+def evict(root: Path, limit: int) -> list[str]:
+    """Remove the least recently used entries until the cache holds at most `limit` bytes,
+    and the unfinished directories of writers that died. The names removed."""
+    entries = []
+    removed = []
+    for path in sorted(root.iterdir()):
+        if path.name.startswith("."):
+            pid = path.name[len(path.name.split(".")[1]) + 2:].split(".", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path.name)
+            continue
+        try:
+            used = (path / _DONE).stat().st_mtime
+        except OSError:
+            continue
+        entries.append((used, path.name, _size(path)))
+    total = sum(size for _, _, size in entries)
+    for _, name, size in sorted(entries):
+        if total <= limit:
+            break
+        shutil.rmtree(root / name, ignore_errors=True)
+        removed.append(name)
+        total -= size
+    return removed
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for file in path.iterdir():
+        with contextlib.suppress(OSError):
+            total += file.stat().st_size
+    return total
+
+
+def _touch(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def _limit_bytes() -> int:
+    raw = os.environ.get("TESSERA_COMPILE_CACHE_MB", "")
+    try:
+        megabytes = float(raw) if raw else _DEFAULT_LIMIT_MB
+    except ValueError:
+        megabytes = _DEFAULT_LIMIT_MB
+    return int(megabytes * 1024 * 1024)

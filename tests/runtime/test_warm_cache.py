@@ -1,0 +1,122 @@
+"""The warm cache of compiled partitions: a second compile reloads what the first left,
+keyed on everything the partition computes with; damaged entries are rebuilt; the least
+recently used entries go once the cache passes its size."""
+
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+
+import tessera
+from tessera import backends
+from tessera.ir import load_model
+from tessera.runtime import _warm
+
+from ..ir.models import mlp
+
+_FEEDS = {"x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TESSERA_CACHE", str(tmp_path))
+    return tmp_path / "compiled"
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, name: str) -> list[bool]:
+    """The `reuse` flag of each warm compile of backend `name`."""
+    backend = backends.get(name)
+    if not backend.is_available().ok:
+        pytest.skip(f"{name} is not installed")
+    calls: list[bool] = []
+    original = type(backend)._compile_warm
+
+    def recording(self: Any, submodel: Any, target: Any, directory: Path, reuse: bool) -> Any:
+        calls.append(reuse)
+        return original(self, submodel, target, directory, reuse)
+
+    monkeypatch.setattr(type(backend), "_compile_warm", recording)
+    return calls
+
+
+def _expected(model: onnx.ModelProto) -> np.ndarray:
+    return backends.get("reference").compile(model).run(_FEEDS)["y"]
+
+
+@pytest.mark.parametrize(("backend", "form"), [("openvino", "model.xml"),
+                                                ("onnxruntime", "model.onnx")])
+def test_a_second_compile_reloads_the_first_ones_partition(
+        cache: Path, monkeypatch: pytest.MonkeyPatch, backend: str, form: str) -> None:
+    calls = _spy(monkeypatch, backend)
+    first = tessera.compile(mlp(), backend)
+    entries = sorted(p for p in cache.iterdir())
+    assert len(entries) == 1 and (entries[0] / form).is_file()
+    assert (entries[0] / "entry.json").is_file()
+    second = tessera.compile(mlp(), backend)
+    assert calls == [False, True]
+    for compiled in (first, second):
+        np.testing.assert_allclose(compiled.run(_FEEDS)["y"], _expected(mlp()), rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_other_weights_or_names_are_other_entries(cache: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _spy(monkeypatch, "onnxruntime")
+    tessera.compile(mlp(), "onnxruntime")
+    other = tessera.compile(mlp(seed=1), "onnxruntime")  # same structure, other weights
+    tessera.compile(mlp(names="p_"), "onnxruntime")
+    assert calls == [False, False, False]
+    assert len(list(cache.iterdir())) == 3
+    np.testing.assert_allclose(other.run(_FEEDS)["y"], _expected(mlp(seed=1)), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_a_damaged_entry_is_rebuilt(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _spy(monkeypatch, "openvino")
+    tessera.compile(mlp(), "openvino")
+    (entry,) = cache.iterdir()
+    (entry / "model.xml").write_text("<not ir")
+    compiled = tessera.compile(mlp(), "openvino")
+    assert calls == [False, True, False]  # the reload failed; compiled afresh and replaced
+    np.testing.assert_allclose(compiled.run(_FEEDS)["y"], _expected(mlp()), rtol=1e-5,
+                               atol=1e-6)
+    assert (entry / "model.xml").read_text().startswith("<?xml")
+
+
+def test_the_option_turns_it_off(cache: Path) -> None:
+    tessera.compile(mlp(), "onnxruntime", compile_cache=False)
+    assert not cache.exists() or not list(cache.iterdir())
+
+
+def test_least_recently_used_entries_go_first(tmp_path: Path) -> None:
+    now = time.time()
+    for age, name in enumerate(["new", "middle", "old"]):
+        entry = tmp_path / name
+        entry.mkdir()
+        (entry / "model.bin").write_bytes(b"x" * 1000)
+        (entry / "entry.json").write_text("{}")
+        os.utime(entry / "entry.json", (now - age * 100, now - age * 100))
+    dead = tmp_path / ".old.999999999.abc"  # an unfinished entry of a writer that died
+    dead.mkdir()
+    alive = tmp_path / f".new.{os.getpid()}.abc"  # one still being written
+    alive.mkdir()
+    removed = _warm.evict(tmp_path, limit=2100)
+    assert removed == [dead.name, "old"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["new", "middle", alive.name])
+
+
+def test_the_content_digest_is_of_the_bytes_read_or_of_the_model(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp(), path)
+    assert load_model(str(path)).content_digest == hashlib.sha1(path.read_bytes()).hexdigest()
+    from_proto = load_model(mlp()).content_digest
+    assert from_proto == load_model(mlp()).content_digest
+    assert from_proto != load_model(mlp(seed=1)).content_digest
+    # input shapes set at load time change the model: not the digest of the file
+    assert load_model(str(path), {"x": [2, 8]}).content_digest != \
+        load_model(str(path)).content_digest
