@@ -155,12 +155,14 @@ def bench_model(name: str, batch: int, backends: Sequence[str], args: argparse.N
     cold = _spawn({"mode": "search", "model": path, "targets": list(backends), "db": db,
                    "artifact": str(work / f"{tag}-collage.tess")})
     warm_run = _spawn({"mode": "warm", "model": path, "targets": list(backends), "db": db})
-    os.environ["TESSERA_COST_DB"] = db
-    warm = compile_model(path, list(backends), partitioner="collage")
     search = {"cold": cold, "warm_seconds": warm_run.get("seconds"),
               "warm_measurements": warm_run.get("measurements"),
               "onnxruntime_session_seconds": warm_run.get("onnxruntime_session_seconds"),
               **({"warm_error": warm_run["error"]} if "error" in warm_run else {})}
+    if args.search_only:  # --render merges it into an earlier run's timings
+        return {"model": name, "batch": batch, "rows": {}, "search": search}
+    os.environ["TESSERA_COST_DB"] = db
+    warm = compile_model(path, list(backends), partitioner="collage")
     configs: dict[str, dict[str, Any]] = {}
     for backend in backends:
         configs[f"native {backend}"] = {"kind": "native", "backend": backend}
@@ -258,13 +260,25 @@ def paired_ratio(base: dict[str, Any], row: dict[str, Any]) -> float | None:
     return round(statistics.median(b / r for b, r in pairs), 4) if pairs else None
 
 
+def merge(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One result per model and batch, the later run's winning; a search-only result
+    replaces only the search cost of an earlier one."""
+    merged: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in results:
+        key = (r["model"], r["batch"])
+        if key in merged and not r["rows"]:
+            merged[key] = {**merged[key], "search": r["search"]}
+        else:
+            merged[key] = r
+    return list(merged.values())
+
+
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
-    collage = [r["rows"]["tessera collage"].get("speed_vs_best_native") for r in results]
-    ratios = [c for c in collage if c]
-    versus_ort = [c for c in (r["rows"]["tessera collage"].get("speed_vs_onnxruntime_default")
-                              for r in results) if c]
-    paired = [c for c in (r["rows"]["tessera collage"].get("paired_vs_best_native")
-                          for r in results) if c]
+    collages = [r["rows"].get("tessera collage", {}) for r in results]
+    ratios = [c for c in (row.get("speed_vs_best_native") for row in collages) if c]
+    versus_ort = [c for c in (row.get("speed_vs_onnxruntime_default") for row in collages)
+                  if c]
+    paired = [c for c in (row.get("paired_vs_best_native") for row in collages) if c]
     return {"collage_vs_best_native_geomean": round(geomean(ratios), 4) if ratios else None,
             "collage_vs_best_native_paired_geomean":
                 round(geomean(paired), 4) if paired else None,
@@ -362,13 +376,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="per block")
     parser.add_argument("--min-runs", type=int, default=10)
     parser.add_argument("--out", default=OUT)
+    parser.add_argument("--search-only", action="store_true", help="only the cold search "
+                        "and the warm compile of each model; --render merges them into an "
+                        "earlier run's timings")
     parser.add_argument("--render", metavar="JSON", nargs="+", help="write the JSON, table "
                         "and plot of finished runs again, merged (to --out); measures nothing")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.render:  # the table and the plot again, from the JSON of one run or several
         runs = [json.loads(Path(p).read_text()) for p in args.render]
-        results = [r for run in runs for r in run["results"]]
+        results = merge([r for run in runs for r in run["results"]])
         result = {**runs[0], "results": results, "summary": summary(results)}
         out = Path(args.out)
         out.with_suffix(".json").write_text(json.dumps(result, indent=2))
@@ -395,8 +412,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in args.models or MODELS:
             for batch in args.batches:
                 results.append(bench_model(name, batch, available, args, Path(tmp)))
-                print(json.dumps({k: results[-1][k] for k in ("model", "batch", "best_native")}
-                                 | {"collage": results[-1]["rows"]["tessera collage"]}),
+                last = results[-1]
+                print(json.dumps({k: last.get(k) for k in ("model", "batch", "best_native")}
+                                 | {"collage": last["rows"].get("tessera collage"),
+                                    "warm_seconds": last["search"]["warm_seconds"]}),
                       flush=True)
                 result = write(out, results, configs, args)  # after each model: partial
     plotted = plot(result, out.with_suffix(".png"))

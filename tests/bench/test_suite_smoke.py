@@ -34,3 +34,16 @@ def test_the_smoke_suite_completes_and_matches_the_reference(tmp_path: Path) -> 
     assert result["summary"]["all_outputs_match"] is True
     table = out.with_suffix(".md").read_text()
     assert "| mlp | 1 |" in table and "## Search cost" in table
+
+
+def test_render_merges_a_search_only_run_into_the_timings() -> None:
+    timed = {"model": "m", "batch": 1, "rows": {"tessera collage": {"median_ms": 2.0}},
+             "search": {"warm_seconds": 5.0}}
+    other = {"model": "n", "batch": 1, "rows": {"x": {}}, "search": {"warm_seconds": 1.0}}
+    search_only = {"model": "m", "batch": 1, "rows": {}, "search": {"warm_seconds": 0.5}}
+    merged = suite.merge([timed, other, search_only])
+    assert [(r["model"], r["search"]["warm_seconds"]) for r in merged] == [("m", 0.5),
+                                                                           ("n", 1.0)]
+    assert merged[0]["rows"] == timed["rows"]  # the timings stay
+    retimed = {**timed, "rows": {"tessera collage": {"median_ms": 1.0}}}
+    assert suite.merge([timed, retimed]) == [retimed]  # a full later run wins
