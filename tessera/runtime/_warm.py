@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from tessera import backends
 from tessera._private.cache import _alive, cache_dir
-from tessera.backends import Compiled
+from tessera.backends import Backend, Compiled
 from tessera.errors import CompileError
 from tessera.ir import Model
 from tessera.ir._graph import NodeSet, members
@@ -38,7 +38,10 @@ def compile_partition(model: Model, mask: NodeSet, submodel: onnx.ModelProto,
     backend = backends.get(target.kind.name)
     if not backend.warm_cache:
         return backend.compile(submodel, target)
-    root = cache_dir("compiled")
+    try:
+        root = cache_dir("compiled")
+    except OSError:  # no cache directory to write: compile without one
+        return backend.compile(submodel, target)
     key = partition_key(model, mask, target)
     entry = root / key
     if (entry / _DONE).is_file():
@@ -49,13 +52,23 @@ def compile_partition(model: Model, mask: NodeSet, submodel: onnx.ModelProto,
         else:
             _touch(entry / _DONE)
             return compiled
+    try:
+        return _compile_and_publish(backend, submodel, target, root, key)
+    except (CompileError, OSError):
+        # the cache's own writes may be what failed (a full disk): never blame the backend
+        # for them; a compile that fails without the cache is the real error
+        return backend.compile(submodel, target)
+
+
+def _compile_and_publish(backend: Backend, submodel: onnx.ModelProto, target: Target,
+                         root: Path, key: str) -> Compiled:
     fresh = Path(tempfile.mkdtemp(prefix=f".{key}.{os.getpid()}.", dir=root))
     try:
         compiled = backend.compile_warm(submodel, target, fresh, reuse=False)
         (fresh / _DONE).write_text(json.dumps({"target": str(target),
                                                "nodes": len(submodel.graph.node)}))
         try:
-            fresh.rename(entry)
+            fresh.rename(root / key)
         except OSError:  # another compile published the same entry first
             shutil.rmtree(fresh, ignore_errors=True)
     except BaseException:

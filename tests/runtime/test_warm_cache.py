@@ -54,7 +54,7 @@ def test_a_second_compile_reloads_the_first_ones_partition(
         cache: Path, monkeypatch: pytest.MonkeyPatch, backend: str, form: str) -> None:
     calls = _spy(monkeypatch, backend)
     first = tessera.compile(mlp(), backend)
-    entries = sorted(p for p in cache.iterdir())
+    entries = sorted(cache.iterdir())
     assert len(entries) == 1 and (entries[0] / form).is_file()
     assert (entries[0] / "entry.json").is_file()
     second = tessera.compile(mlp(), backend)
@@ -120,3 +120,18 @@ def test_the_content_digest_is_of_the_bytes_read_or_of_the_model(tmp_path: Path)
     # input shapes set at load time change the model: not the digest of the file
     assert load_model(str(path), {"x": [2, 8]}).content_digest != \
         load_model(str(path)).content_digest
+
+
+def test_a_cache_that_cannot_be_written_never_bans_the_backend(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = backends.get("onnxruntime")
+
+    def disk_full(*args: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(type(backend), "_compile_warm", disk_full)
+    compiled = tessera.compile(mlp(), ["onnxruntime", "reference"], partitioner="greedy")
+    assert [p.target for p in compiled.plan.partitions] == ["onnxruntime"]
+    np.testing.assert_allclose(compiled.run(_FEEDS)["y"], _expected(mlp()), rtol=1e-5,
+                               atol=1e-6)
+    assert not list(cache.iterdir())  # nothing half-written is left behind
