@@ -123,18 +123,21 @@ class OnnxRuntimeBackend(Backend):
         session = _session(wide.SerializeToString(), target)
         return _OrtCompiled(self.name, submodel, target, session, widened)
 
-    # The warm cache is the model as a file: ONNX Runtime maps a file and parses it faster
-    # than bytes handed over from Python, which need serialising first (BERT-base: 0.8 s
-    # instead of 2.2 s).
+    # The warm cache is ONNX Runtime's own optimized model, its weights in a file beside it
+    # that it maps when it loads; reloading skips the graph optimisers and the protobuf copy
+    # of the weights (GPT-2-small: 0.3 s instead of 1.9 s).
     warm_cache = True
 
     def _compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
                       reuse: bool) -> Compiled:
         wide, widened = widen_boundary(submodel)
-        path = directory / "model.onnx"
-        if not reuse:
-            path.write_bytes(wide.SerializeToString())
-        return _OrtCompiled(self.name, submodel, target, _session(str(path), target), widened)
+        path = directory / "optimized.onnx"
+        if reuse:
+            session = _session(str(path), target, optimized=True)
+        else:
+            session = _session(wide.SerializeToString(), target, optimized_path=str(path),
+                               external_weights="weights.bin")
+        return _OrtCompiled(self.name, submodel, target, session, widened)
 
     # ONNX Runtime's optimized model: at opt-level 'all' it holds layout choices for this CPU,
     # so an artifact reuses it only on a machine with the same fingerprint.
@@ -158,7 +161,7 @@ class OnnxRuntimeBackend(Backend):
 
 
 def _session(model: bytes | str, target: Target, *, optimized: bool = False,
-             optimized_path: str | None = None) -> Any:
+             optimized_path: str | None = None, external_weights: str | None = None) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -166,6 +169,11 @@ def _session(model: bytes | str, target: Target, *, optimized: bool = False,
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _OPT_LEVELS[level])
     if optimized_path:
         options.optimized_model_filepath = optimized_path
+    if external_weights:  # a file name beside `optimized_path`
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_file_name", external_weights)
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_min_size_in_bytes", "1024")
     if target.attrs["num-threads"]:
         options.intra_op_num_threads = target.attrs["num-threads"]
     options.add_session_config_entry(

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tessera.errors import ModelError
+from tessera.ir import _filememo
 
 if TYPE_CHECKING:
     import onnx
@@ -16,25 +17,40 @@ MIN_OPSET = 7
 INTEGER_TYPES = frozenset({2, 3, 4, 5, 6, 7, 9, 12, 13})  # uint8..int64, bool, uint32, uint64
 
 
-def read_model(source: Any) -> tuple[onnx.ModelProto, Path | None, str | None]:
-    """A ModelProto from a path, bytes or ModelProto, the directory external data may use, and
-    a digest of the bytes read (None for a ModelProto): what its compiled caches are keyed on."""
+class ReadModel(NamedTuple):
+    proto: onnx.ModelProto
+    base: Path | None  # the directory external data may use
+    digest: str | None  # sha1 of the bytes read (None for a ModelProto)
+    file: tuple[Path, os.stat_result] | None  # the file read, as stat'ed while reading it
+    checked: bool  # an earlier load of this unchanged file passed every check
+
+
+def read_model(source: Any) -> ReadModel:
+    """A ModelProto from a path, bytes or ModelProto, with what its compiled caches are keyed
+    on. A file that an earlier load checked is not hashed again (see `_filememo`)."""
     import hashlib
 
     import onnx
     from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
     if isinstance(source, onnx.ModelProto):
-        return source, None, None
+        return ReadModel(source, None, None, None, False)
+    file, remembered = None, None
     if isinstance(source, bytes | bytearray | memoryview):
         data, base = bytes(source), None
     elif isinstance(source, str | os.PathLike):
         path = Path(source)
         try:
-            data = path.read_bytes()
+            with path.open("rb") as handle:
+                before = os.fstat(handle.fileno())
+                data = handle.read()
+                after = os.fstat(handle.fileno())
         except OSError as err:
             raise ModelError(f"cannot read model file {str(path)!r}: {err.strerror}") from None
         base = path.resolve().parent
+        if _filememo.stat_key(before) == _filememo.stat_key(after):  # not written meanwhile
+            file = (path, after)
+            remembered = _filememo.recall(path, after)
     else:
         raise ModelError(
             f"cannot load a model from {type(source).__name__}; pass a path, bytes or ModelProto"
@@ -49,7 +65,14 @@ def read_model(source: Any) -> tuple[onnx.ModelProto, Path | None, str | None]:
         ) from None
     if not model.HasField("graph"):
         raise ModelError("the model has no graph; the file is not an ONNX model or is truncated")
-    return model, base, hashlib.sha1(data, usedforsecurity=False).hexdigest()
+    digest = remembered or hashlib.sha1(data, usedforsecurity=False).hexdigest()
+    return ReadModel(model, base, digest, file, remembered is not None)
+
+
+def remember_checked(read: ReadModel) -> None:
+    """Note that the file `read` came from passed every check, for the next load."""
+    if read.file is not None and read.digest is not None and not read.checked:
+        _filememo.remember(*read.file, read.digest)
 
 
 def has_external_data(model: onnx.ModelProto) -> bool:
@@ -205,10 +228,12 @@ def check_static_inputs(model: onnx.ModelProto) -> None:
             )
 
 
-def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
+def check_and_infer(model: onnx.ModelProto, *, weights_checked: bool = False
+                    ) -> onnx.ModelProto:
     """onnx.checker and shape inference, run on a copy whose weights are graph inputs of the
     same type and shape (for BERT-base that spares serialising 440 MB twice); the inferred
-    types are then written into `model`."""
+    types are then written into `model`. The weights' sizes are checked apart, unless an
+    earlier load of the same file did (`weights_checked`)."""
     import onnx
 
     light, weights = _weights_as_inputs(model)
@@ -216,7 +241,8 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
         onnx.checker.check_model(light)
     except onnx.checker.ValidationError as err:
         raise ModelError(f"the model fails onnx.checker: {_first_lines(str(err))}") from None
-    _check_tensor_sizes(weights)
+    if not weights_checked:
+        _check_tensor_sizes(weights)
     try:
         inferred = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True,
                                                      data_prop=True)

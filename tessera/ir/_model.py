@@ -86,8 +86,10 @@ def load_model(
     `ModelError` naming the cause."""
     import onnx
 
-    proto, base, digest = _load.read_model(source)
-    if input_shapes or _load.has_external_data(proto):
+    read = _load.read_model(source)
+    proto, base, digest = read.proto, read.base, read.digest
+    external = _load.has_external_data(proto)
+    if input_shapes or external:
         digest = None  # the bytes read are not all the model is
     proto = _copy(proto, onnx) if not isinstance(source, bytes | str) else proto
     _load.load_external_data(proto, base)
@@ -99,7 +101,12 @@ def load_model(
     _load.check_declared_sizes(proto)
     if require_static:
         _load.check_static_inputs(proto)
-    return Model(_load.check_and_infer(_load.simplify(proto)), opset, digest)
+    checked = read.checked and not external  # weights in other files may have changed
+    model = Model(_load.check_and_infer(_load.simplify(proto), weights_checked=checked),
+                  opset, digest)
+    if not external:
+        _load.remember_checked(read)
+    return model
 
 
 def _copy(proto: onnx.ModelProto, onnx_module: Any) -> onnx.ModelProto:

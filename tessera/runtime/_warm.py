@@ -22,6 +22,7 @@ from tessera.backends import Backend, Compiled
 from tessera.errors import CompileError
 from tessera.ir import Model
 from tessera.ir._graph import NodeSet, members
+from tessera.placement._costdb import machine
 from tessera.target import Target
 
 if TYPE_CHECKING:
@@ -84,7 +85,8 @@ def partition_key(model: Model, mask: NodeSet, target: Target) -> str:
     flow = model.dataflow
     version = backends.get(target.kind.name).is_available().version
     inputs, outputs = flow.boundary(mask)
-    payload = [tessera.__version__, str(target), version, model.content_digest,
+    # ONNX Runtime's optimized models hold layout choices for this CPU
+    payload = [tessera.__version__, machine(), str(target), version, model.content_digest,
                model.structural_hash(mask), [flow.names[i] for i in members(mask)],
                list(inputs), list(outputs)]
     return hashlib.sha1(json.dumps(payload).encode(), usedforsecurity=False).hexdigest()

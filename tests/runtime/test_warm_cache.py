@@ -49,7 +49,7 @@ def _expected(model: onnx.ModelProto) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("backend", "form"), [("openvino", "model.xml"),
-                                                ("onnxruntime", "model.onnx")])
+                                                ("onnxruntime", "optimized.onnx")])
 def test_a_second_compile_reloads_the_first_ones_partition(
         cache: Path, monkeypatch: pytest.MonkeyPatch, backend: str, form: str) -> None:
     calls = _spy(monkeypatch, backend)
@@ -135,3 +135,38 @@ def test_a_cache_that_cannot_be_written_never_bans_the_backend(
     np.testing.assert_allclose(compiled.run(_FEEDS)["y"], _expected(mlp()), rtol=1e-5,
                                atol=1e-6)
     assert not list(cache.iterdir())  # nothing half-written is left behind
+
+
+def test_an_unchanged_file_is_not_hashed_or_checked_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tessera.ir import _filememo, _load
+
+    monkeypatch.setenv("TESSERA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(_filememo, "_SETTLED_S", 0.0)
+    checks: list[int] = []
+    original = _load._check_tensor_sizes
+    monkeypatch.setattr(_load, "_check_tensor_sizes",
+                        lambda weights: (checks.append(len(weights)), original(weights)))
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp(), path)
+    first = load_model(str(path)).content_digest
+    again = load_model(str(path)).content_digest
+    assert first == again == hashlib.sha1(path.read_bytes()).hexdigest()
+    assert len(checks) == 1  # the second load trusted the first one's checks
+    onnx.save(mlp(seed=1), path)  # same size, other weights: a changed file
+    changed = load_model(str(path)).content_digest
+    assert changed == hashlib.sha1(path.read_bytes()).hexdigest() != first
+    assert len(checks) == 2
+    (memo,) = (tmp_path / "cache" / "files").iterdir()
+    memo.write_text("{not json")  # a damaged memo only costs the hashing
+    assert load_model(str(path)).content_digest == changed and len(checks) == 3
+
+
+def test_a_file_written_just_now_is_not_remembered(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TESSERA_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp(), path)  # a second write within its mtime's tick would go unseen
+    load_model(str(path))
+    assert not (tmp_path / "cache" / "files").exists() or \
+        not list((tmp_path / "cache" / "files").iterdir())
