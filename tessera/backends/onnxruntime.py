@@ -10,7 +10,7 @@ from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
 from tessera.backends._schema import input_type_strings, schema_for
-from tessera.errors import BackendUnavailableError
+from tessera.errors import BackendUnavailableError, CompileError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
 if TYPE_CHECKING:
@@ -131,9 +131,17 @@ class OnnxRuntimeBackend(Backend):
     def _compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
                       reuse: bool) -> Compiled:
         wide, widened = widen_boundary(submodel)
-        path = directory / "optimized.onnx"
+        weights = {t.name for t in wide.graph.initializer}
+        # weights listed as graph inputs (IR < 4) are inputs one may override: ONNX Runtime's
+        # optimized model folds them away, so such a model is kept as it is
+        plain = any(i.name in weights for i in wide.graph.input)
+        path = directory / ("model.onnx" if plain else "optimized.onnx")
         if reuse:
-            session = _session(str(path), target, optimized=True)
+            session = _session(str(path), target, optimized=not plain)
+            _check_inputs(session, [i.name for i in wide.graph.input if i.name not in weights])
+        elif plain:
+            path.write_bytes(wide.SerializeToString())
+            session = _session(str(path), target)
         else:
             session = _session(wide.SerializeToString(), target, optimized_path=str(path),
                                external_weights="weights.bin")
@@ -190,6 +198,13 @@ def _session(model: bytes | str, target: Target, *, optimized: bool = False,
         raise BackendUnavailableError(
             f"ONNX Runtime here has no {provider}; install onnxruntime-gpu on a CUDA machine")
     return ort.InferenceSession(model, options, providers=[provider])
+
+
+def _check_inputs(session: Any, expected: list[str]) -> None:
+    unexpected = [i.name for i in session.get_inputs() if i.name not in expected]
+    if unexpected:
+        raise CompileError(f"the cached ONNX Runtime model asks for inputs {unexpected} the "
+                           f"partition does not have (it has {expected})")
 
 
 class _OrtCompiled(Compiled):

@@ -170,3 +170,20 @@ def test_a_file_written_just_now_is_not_remembered(tmp_path: Path,
     load_model(str(path))
     assert not (tmp_path / "cache" / "files").exists() or \
         not list((tmp_path / "cache" / "files").iterdir())
+
+
+def test_weights_that_are_also_inputs_survive_the_reload(cache: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weights listed as graph inputs may be overridden; ONNX Runtime's optimized model would
+    fold them away, so such a partition is kept as the model itself."""
+    model = mlp()
+    for tensor in model.graph.initializer:
+        model.graph.input.append(onnx.helper.make_tensor_value_info(
+            tensor.name, tensor.data_type, list(tensor.dims)))
+    calls = _spy(monkeypatch, "onnxruntime")
+    results = [tessera.compile(model, "onnxruntime").run(_FEEDS)["y"] for _ in range(2)]
+    assert calls == [False, True]
+    (entry,) = cache.iterdir()
+    assert (entry / "model.onnx").is_file() and not (entry / "optimized.onnx").exists()
+    for result in results:
+        np.testing.assert_allclose(result, _expected(mlp()), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,66 @@
+"""The end-to-end race of rival plans: which single-target plans enter it, and how it times
+them (blocks in rounds, with a synthetic workload: the race's bookkeeping, not real speed)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tessera.backends._protocol import TensorSpec
+from tessera.placement import Plan
+from tessera.placement._plan import Partition
+from tessera.runtime._place import race, rival_plans
+
+
+def _plan(target: str, ms: float | None) -> Plan:
+    return Plan((Partition(target, ("a", "b"), ("x",), ("y",), ms),), "greedy")
+
+
+def test_single_plans_modelled_near_the_best_are_raced_too() -> None:
+    known = {"greedy": _plan("onnxruntime", 100.0),
+             "only openvino": _plan("openvino", 110.0),  # within 15% of the best single
+             "only onnxruntime": _plan("onnxruntime", 100.0),
+             "only torch": _plan("torch", 130.0)}  # too slow to be worth timing
+    rivals = rival_plans(_plan("openvino", 104.0), known)
+    assert list(rivals) == ["collage", "greedy", "only onnxruntime", "only openvino"]
+
+
+def test_at_most_three_single_plans_and_failed_ones_last() -> None:
+    known = {"greedy": _plan("a", 1.0), **{f"only t{i}": _plan(f"t{i}", 1.0 + i / 100)
+                                           for i in range(5)},
+             "only broken": _plan("broken", None)}
+    assert list(rival_plans(_plan("a", 1.0), known))[2:] == ["only t0", "only t1", "only t2"]
+
+
+class _Sleeper:
+    """A stand-in compiled model whose run takes a fixed time and counts its calls."""
+
+    def __init__(self, seconds: float, shape: tuple[int, ...] | None = (2,)) -> None:
+        self.seconds, self.calls = seconds, []
+        self.inputs = [TensorSpec("x", "float32", shape)]
+
+    def run(self, feeds: dict[str, Any]) -> None:
+        self.calls.append(time.perf_counter())
+        time.sleep(self.seconds)
+
+
+def test_the_race_times_blocks_in_rounds_and_ranks_by_latency() -> None:
+    fast, slow = _Sleeper(0.002), _Sleeper(0.006)
+    timings = race({"fast": fast, "slow": slow}, rounds=3, seconds=0.02)
+    assert timings["fast"] < timings["slow"]
+    assert 2.0 <= timings["fast"] < timings["slow"] and timings["slow"] >= 6.0
+    # blocks: in each round every call of one plan comes before any of the next one's
+    rounds = []
+    for start, end in zip(fast.calls, fast.calls[1:], strict=False):
+        between = [t for t in slow.calls if start < t < end]
+        if between:
+            rounds.append(len(between))
+    assert len(rounds) == 2  # the slow plan's blocks sit between the fast one's rounds
+
+
+def test_a_plan_without_static_inputs_is_never_fastest() -> None:
+    dynamic = _Sleeper(0.0, shape=None)
+    timings = race({"dynamic": dynamic, "static": _Sleeper(0.001)}, rounds=1, seconds=0.0)
+    assert timings["dynamic"] == float("inf") and not dynamic.calls
+    assert timings["static"] < float("inf")
+
