@@ -39,11 +39,13 @@ from tessera.backends._threads import ThreadPolicy
 from tessera.ir import Model, load_model
 from tessera.placement import Plan
 from tessera.placement._plan import make_partitions
+from tessera.placement._variants import SMALL_MS, one_thread
 from tessera.runtime._compiled import CompiledModel, build_partitions
 from tessera.runtime._compiled import compile as compile_model
 from tessera.runtime._native import native_runner
 from tessera.runtime._place import as_config
 from tessera.runtime._timing import time_block
+from tessera.target import Target
 
 MODELS = ["resnet-tiny", "bert-tiny", "mobilenetv2-tiny", "resnet50"]
 SINGLE_BACKENDS = ["onnxruntime", "openvino"]
@@ -99,27 +101,57 @@ def bench_single(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]
 
 
 def bench_chain(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
+    """Each chain timed with its parts alone; a mixed chain also with the parts below
+    `SMALL_MS` on one thread, the variant Collage measures and keeps when faster."""
     model = load_model(zoo.export(name, 1))
     feeds = zoo.example_inputs(name, 1)
     shared = ThreadPolicy.for_partitions(2)
     rows = []
     for mix in (["onnxruntime"], ["onnxruntime", "openvino"]):
         for k in CHAIN_LENGTHS:
-            chain = chained(model, k, mix, shared)
-            blocks: dict[str, Callable[[], object]] = {"chain": partial(chain.run, feeds)}
-            for i, (built, inputs) in enumerate(zip(chain.parts, part_feeds(chain, feeds),
-                                                    strict=True)):
-                blocks[f"part {i}"] = partial(built.run, inputs)
+            chains = {"": chained(model, k, mix, shared)}
+            if len(mix) > 1:
+                chains["one-thread "] = chained(
+                    model, k, one_thread_targets(chains[""], mix, feeds), shared)
+            blocks: dict[str, Callable[[], object]] = {}
+            for label, chain in chains.items():
+                blocks[f"{label}chain"] = partial(chain.run, feeds)
+                for i, (built, inputs) in enumerate(zip(chain.parts, part_feeds(chain, feeds),
+                                                        strict=True)):
+                    blocks[f"{label}part {i}"] = partial(built.run, inputs)
             measured = in_rounds(blocks, rounds=rounds, seconds=seconds / 2)
-            count = len(chain.parts)
-            del chain, blocks
+            count = len(chains[""].parts)
+            small = [i for i, p in enumerate(chains.get("one-thread ", chains[""]).plan
+                                             .partitions) if "-num-threads=1" in p.target]
+            del chains, blocks
             settle()
-            parts_ms = sum(m.median_ms for label, m in measured.items() if label != "chain")
-            rows.append({"model": name, "targets": "/".join(mix), "k": count,
-                         "chain": measured["chain"].to_dict(), "sum_of_parts_ms":
-                         round(parts_ms, 4),
-                         "ratio": round(measured["chain"].median_ms / parts_ms, 4)})
+            row: dict[str, Any] = {"model": name, "targets": "/".join(mix), "k": count}
+            for label in ("", "one-thread ") if len(mix) > 1 else ("",):
+                parts_ms = sum(m.median_ms for key, m in measured.items()
+                               if key.startswith(f"{label}part "))
+                chain_ms = measured[f"{label}chain"]
+                entry = {"chain": chain_ms.to_dict(), "sum_of_parts_ms": round(parts_ms, 4),
+                         "ratio": round(chain_ms.median_ms / parts_ms, 4)}
+                if label:
+                    row["one_thread"] = {**entry, "parts": small, "speedup": round(
+                        measured["chain"].median_ms / chain_ms.median_ms, 4)}
+                else:
+                    row.update(entry)
+            rows.append(row)
     return rows
+
+
+def one_thread_targets(chain: CompiledModel, mix: Sequence[str],
+                       feeds: dict[str, np.ndarray]) -> list[str]:
+    """Each partition's target, on one thread where its part is below `SMALL_MS` alone."""
+    targets = []
+    for i, (built, inputs) in enumerate(zip(chain.parts, part_feeds(chain, feeds),
+                                            strict=True)):
+        base = mix[i % len(mix)]
+        alone = time_block(partial(built.run, inputs), seconds=0.1).median_ms
+        variant = one_thread(Target(base))
+        targets.append(str(variant) if alone < SMALL_MS and variant is not None else base)
+    return targets
 
 
 POLICY_CONFIGS = {
@@ -181,6 +213,15 @@ def markdown(result: dict[str, Any]) -> str:
             "|---|---|---:|---:|---:|---:|"]
     out += [f"| {r['model']} | {r['targets']} | {r['k']} | {r['chain']['median_ms']:.4f} | "
             f"{r['sum_of_parts_ms']:.4f} | {r['ratio']:.3f} |" for r in result["chain"]]
+    mixed = [r for r in result["chain"] if "one_thread" in r]
+    out += ["", f"### Mixed chains with the parts below {SMALL_MS} ms on one thread", "",
+            "Collage's one-thread variant, applied to the same chains: the chain's time, its "
+            "ratio to its own parts alone, and its speed-up over the chain above.", "",
+            "| model | k | parts on one thread | chain ms | sum of parts ms | ratio | "
+            "speed-up |", "|---|---:|---:|---:|---:|---:|---:|"]
+    out += [f"| {r['model']} | {r['k']} | {len(v['parts'])} | {v['chain']['median_ms']:.4f} | "
+            f"{v['sum_of_parts_ms']:.4f} | {v['ratio']:.3f} | {v['speedup']:.3f} |"
+            for r in mixed for v in [r["one_thread"]]]
     out += ["", "## Chained pools: each backend's defaults vs the shared policy", "",
             "| model | configuration | ms | spread | vs whole model |",
             "|---|---|---:|---:|---:|"]

@@ -171,6 +171,10 @@ class Backend:
     # the slow steps (OpenVINO: its ONNX frontend; ONNX Runtime: serialising the model).
     warm_cache = False
 
+    # whether `num-threads` belongs to one compiled partition (a session, a compiled model),
+    # so that partitions of one plan may run on different thread counts
+    per_partition_threads = False
+
     def compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
                      reuse: bool) -> Compiled:
         """`compile`, reusing what an earlier call left in `directory` (`reuse`), or else

@@ -74,6 +74,7 @@ DEVIATIONS = (
 
 class OnnxRuntimeBackend(Backend):
     kind = KIND
+    per_partition_threads = True  # a session's own count
 
     def supports(
         self,

@@ -104,6 +104,7 @@ DEVIATIONS = (
 
 class OpenVinoBackend(ProbedBackend):
     kind = KIND
+    per_partition_threads = True  # a compiled model's own count
     probe_label = "OpenVINO"
     _probe = staticmethod(_probe)
 

@@ -19,6 +19,7 @@ from tessera.placement._measure import MeasureSettings, measure
 from tessera.placement._plan import Plan, make_partitions
 from tessera.placement._search import SearchBudgetError, cheapest_cover
 from tessera.placement._support import FALLBACK, SupportTable
+from tessera.placement._variants import keep_faster, small_candidates
 from tessera.target import Target
 
 Measurer = Callable[[Model, NodeSet, Target], Cost]
@@ -96,6 +97,15 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
         chosen = [where[(_mask(p.nodes, index), p.target)] for p in plans[fallback].partitions]
         stats.update(search_truncated=f"{err}; kept the {fallback} plan", modelled_ms=bound)
     stats["search_seconds"] = round(time.perf_counter() - start, 4)
+    tried = small_candidates(chosen, sum(1 << i for i in table.pinned))
+    if tried:  # small partitions may run faster on one thread: measured, not assumed
+        variant_costs, variant_stats = _costs(model, [c for _, c in tried], db, run,
+                                              foreign_costs, progress)
+        chosen, stats["one_thread_partitions"] = keep_faster(chosen, tried, variant_costs)
+        candidates = candidates + [c for _, c in tried]
+        costs = costs + variant_costs
+        for key in ("candidates", "measurements", "cache_hits"):
+            stats[key] = int(stats[key]) + int(variant_stats[key])  # type: ignore[call-overload]
     stats["bound_ms"] = None if bound == math.inf else bound
     stats["partition_overhead_ms"] = partition_overhead_ms
     parts = make_partitions(flow, [(c.mask, c.target, cost.ms) for c, cost in chosen])

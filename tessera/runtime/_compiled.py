@@ -19,6 +19,7 @@ from tessera.ir import Model, extract_submodel, load_model
 from tessera.placement import Plan
 from tessera.placement._collage import Progress
 from tessera.placement._pins import PinSpec
+from tessera.placement._variants import base_target
 from tessera.runtime._guard import check_partition
 from tessera.target import Target
 
@@ -142,8 +143,9 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
             part = plan.partitions[index]
             if part.target == "reference":
                 continue
-            for node in part.nodes:
-                banned.setdefault(node, {})[part.target] = reason
+            for node in part.nodes:  # a one-thread variant bans the target it came from
+                for target in dict.fromkeys((part.target, base_target(part.target))):
+                    banned.setdefault(node, {})[target] = reason
 
 
 def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, guard: bool = False,

@@ -46,7 +46,8 @@ def test_a_crashing_or_hanging_backend_only_loses_its_candidates(
     assert stats["invalid"] >= 1
     assert any(reason in line and "softmax" in line for line in stats["invalid_examples"])
     softmax = next(p for p in compiled.plan.partitions if "softmax" in p.nodes)
-    assert softmax.target == "onnxruntime"  # never on the faulty backend
+    # never on the faulty backend (maybe on ONNX Runtime's one-thread variant)
+    assert softmax.target.split()[0] == "onnxruntime"
     assert worker.restarts - before == stats["invalid"]  # one restart per lost candidate, no more
     from tessera.cli._explain import render
 

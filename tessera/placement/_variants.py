@@ -1,0 +1,66 @@
+"""Thread-count variants of the chosen partitions. A partition of a few dozen microseconds
+gains nothing from a pool of threads: waking the pool and joining it cost more than the
+split work saves. Measured here, ResNet-tiny cut into ten ONNX Runtime/OpenVINO partitions
+ran in 0.82 ms with one thread each and in 1.22 ms with two.
+
+So after the search, each chosen partition cheaper than `SMALL_MS` is measured again on one
+thread, and keeps that variant when it is faster. The variant is an explicit attribute of the
+partition's target (`onnxruntime -num-threads=1`), so the plan shows it and the thread policy
+leaves it alone. Only backends whose thread count belongs to one compiled partition take part
+(not torch, whose count is process-wide), and never a target whose count the user set
+or a partition with pinned nodes."""
+
+from __future__ import annotations
+
+from tessera import backends
+from tessera.backends._threads import core_budget
+from tessera.ir import NodeSet
+from tessera.placement._candidates import Candidate
+from tessera.placement._costdb import Cost
+from tessera.target import Target
+
+SMALL_MS = 0.25
+_ATTR = "num-threads"
+
+
+def one_thread(target: Target) -> Target | None:
+    """`target` on one thread, or None where that is not a variant tessera may choose."""
+    if _ATTR not in target.kind.schema or _ATTR in target.explicit_attrs:
+        return None
+    if not backends.get(target.kind.name).per_partition_threads or core_budget() <= 1:
+        return None
+    return target.with_attrs(**{_ATTR: 1})
+
+
+def base_target(target: str) -> str:
+    """The target a variant was made from (itself when it is not one)."""
+    parsed = Target(target)
+    if parsed.explicit_attrs.get(_ATTR) != 1:
+        return target
+    return str(parsed.with_attrs(**{_ATTR: 0}))
+
+
+def small_candidates(chosen: list[tuple[Candidate, Cost]], pinned: NodeSet = 0
+                     ) -> list[tuple[int, Candidate]]:
+    """(index in `chosen`, its one-thread variant) for each partition worth trying; a
+    partition holding `pinned` nodes keeps the target exactly as pinned."""
+    found = []
+    for i, (candidate, cost) in enumerate(chosen):
+        if cost.ms is None or cost.ms >= SMALL_MS or candidate.mask & pinned:
+            continue
+        variant = one_thread(candidate.target)
+        if variant is not None:
+            found.append((i, Candidate(candidate.mask, variant)))
+    return found
+
+
+def keep_faster(chosen: list[tuple[Candidate, Cost]], tried: list[tuple[int, Candidate]],
+                costs: list[Cost]) -> tuple[list[tuple[Candidate, Cost]], int]:
+    """`chosen` with each tried variant that measured faster, and how many were kept."""
+    kept = list(chosen)
+    count = 0
+    for (i, variant), cost in zip(tried, costs, strict=True):
+        if cost.ok and cost.ms is not None and cost.ms < float(chosen[i][1].ms or 0.0):
+            kept[i] = (variant, cost)
+            count += 1
+    return kept, count

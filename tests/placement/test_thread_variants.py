@@ -1,0 +1,85 @@
+"""One-thread variants of small chosen partitions: measured after the search, kept only when
+faster, never for a target whose thread count the user set or for a backend whose count is
+process-wide. Costs in the first tests are SYNTHETIC (a test of the search's bookkeeping),
+not measurements; the last test compiles with the real backends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import backends
+from tessera.ir import NodeSet, load_model
+from tessera.placement import Cost, CostDB, SupportTable, place_collage
+from tessera.placement._variants import SMALL_MS, base_target, one_thread
+from tessera.target import Target
+
+from ..ir.models import mlp
+
+
+def _synthetic(base_ms: float, one_thread_ms: float):  # type: ignore[no-untyped-def]
+    """SYNTHETIC costs: every node set costs `base_ms` per node, or `one_thread_ms` per node
+    on one thread; the pool's cost does not depend on which backend it is."""
+    def cost(m: object, mask: NodeSet, target: Target) -> Cost:
+        per_node = one_thread_ms if target.attrs.get("num-threads") == 1 else base_ms
+        return Cost(per_node * bin(mask).count("1"), 0.0, 1)
+    return cost
+
+
+def _place(tmp_path: Path, targets: list[str], base_ms: float, one_ms: float,  # type: ignore[no-untyped-def]
+           pins: dict[str, str] | None = None):
+    from tessera.placement._pins import resolve_pins
+
+    model = load_model(mlp())
+    table = SupportTable.build(model, tessera.CompilationConfig.create(targets), None,
+                               resolve_pins(model.dataflow, pins))
+    plan, _ = place_collage(model, table, db=CostDB(tmp_path / "c.sqlite"),
+                            measurer=_synthetic(base_ms, one_ms))
+    return plan
+
+
+def test_a_small_partition_faster_on_one_thread_keeps_that_variant(tmp_path: Path) -> None:
+    plan = _place(tmp_path, ["onnxruntime"], 0.01, 0.005)
+    assert [p.target for p in plan.partitions] == ["onnxruntime -num-threads=1"]
+    assert plan.stats["one_thread_partitions"] == 1
+    assert "cheaper than onnxruntime" in next(iter(plan.decisions.values()))
+
+
+def test_the_variant_is_dropped_when_it_measures_slower(tmp_path: Path) -> None:
+    plan = _place(tmp_path, ["onnxruntime"], 0.01, 0.02)
+    assert [p.target for p in plan.partitions] == ["onnxruntime"]
+    assert plan.stats["one_thread_partitions"] == 0
+
+
+def test_large_partitions_and_user_thread_counts_are_left_alone(tmp_path: Path) -> None:
+    large = _place(tmp_path, ["onnxruntime"], SMALL_MS, 0.001)
+    assert [p.target for p in large.partitions] == ["onnxruntime"]
+    assert "one_thread_partitions" not in large.stats
+    assert one_thread(Target("onnxruntime -num-threads=2")) is None
+    assert one_thread(Target("torch")) is None  # torch's count is process-wide
+
+
+def test_a_partition_with_pinned_nodes_keeps_the_pinned_target(tmp_path: Path) -> None:
+    plan = _place(tmp_path, ["onnxruntime"], 0.01, 0.005, pins={"softmax": "onnxruntime"})
+    assert [p.target for p in plan.partitions] == ["onnxruntime"]
+
+
+def test_a_variant_is_banned_under_the_target_it_came_from() -> None:
+    assert base_target("onnxruntime -num-threads=1") == "onnxruntime"
+    assert base_target("openvino -num-threads=1") == "openvino"
+    assert base_target("onnxruntime -opt-level=basic") == "onnxruntime -opt-level=basic"
+
+
+@pytest.mark.skipif(not backends.get("onnxruntime").is_available().ok,
+                    reason="onnxruntime is not installed")
+def test_a_real_compile_tries_the_variant_and_matches_the_reference(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "c.sqlite"))
+    compiled = tessera.compile(mlp(), ["onnxruntime"], partitioner="collage")
+    assert "one_thread_partitions" in compiled.plan.stats  # the mlp is far below SMALL_MS
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
+    want = backends.get("reference").compile(mlp()).run(feeds)["y"]
+    np.testing.assert_allclose(compiled.run(feeds)["y"], want, rtol=1e-5, atol=1e-6)
