@@ -1,7 +1,8 @@
 """Timing in rounds of blocks: each configuration runs alone for a block of calls (so one
 backend's spinning pool never slows another's), and the blocks repeat in rounds so slow drift
 of a shared machine hits every configuration alike. A result is the median of the block
-medians, with the spread (lowest and highest block median)."""
+medians, with the spread (lowest and highest block median) and every block's median, so two
+configurations can also be compared round by round (`paired`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from typing import Any
 
 from tessera.runtime._timing import time_block
 
+# a block: a callable timed alone, or (callable, something run untimed before each call)
+Block = Callable[[], object] | tuple[Callable[[], object], Callable[[], object]]
+
 
 @dataclass(frozen=True)
 class Measured:
@@ -21,6 +25,7 @@ class Measured:
     low_ms: float
     high_ms: float
     runs: int
+    blocks_ms: tuple[float, ...] = ()
 
     @property
     def spread(self) -> float:
@@ -28,20 +33,35 @@ class Measured:
         return (self.high_ms - self.low_ms) / self.median_ms if self.median_ms else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "spread": round(self.spread, 4)}
+        return {**asdict(self), "blocks_ms": list(self.blocks_ms),
+                "spread": round(self.spread, 4)}
 
 
-def in_rounds(blocks: Mapping[str, Callable[[], object]], *, rounds: int = 3,
+def in_rounds(blocks: Mapping[str, Block], *, rounds: int = 3,
               seconds: float = 0.5) -> dict[str, Measured]:
     medians: dict[str, list[float]] = {label: [] for label in blocks}
     runs = dict.fromkeys(blocks, 0)
     for _ in range(rounds):
-        for label, run in blocks.items():
-            latency = time_block(run, seconds=seconds)
+        for label, block in blocks.items():
+            run, before = block if isinstance(block, tuple) else (block, None)
+            latency = time_block(run, seconds=seconds, before=before)
             medians[label].append(latency.median_ms)
             runs[label] += latency.runs
     return {label: Measured(round(statistics.median(m), 4), round(min(m), 4),
-                            round(max(m), 4), runs[label]) for label, m in medians.items()}
+                            round(max(m), 4), runs[label], tuple(round(v, 4) for v in m))
+            for label, m in medians.items()}
+
+
+def paired(numerator: Measured | list[Measured], denominator: Measured | list[Measured]
+           ) -> float:
+    """The median over rounds of numerator / denominator within each round (a list of
+    Measured is summed round by round): drift between rounds cancels within a round."""
+    def per_round(m: Measured | list[Measured]) -> list[float]:
+        group = m if isinstance(m, list) else [m]
+        return [sum(x) for x in zip(*(g.blocks_ms for g in group), strict=True)]
+
+    return round(statistics.median(a / b for a, b in zip(
+        per_round(numerator), per_round(denominator), strict=True)), 4)
 
 
 def machine() -> str:
@@ -52,4 +72,4 @@ def machine() -> str:
             + f", {cores} cores, {sys.platform}, Python {platform.python_version()}")
 
 
-__all__ = ["Measured", "in_rounds", "machine"]
+__all__ = ["Block", "Measured", "in_rounds", "machine", "paired"]

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from bench._rounds import in_rounds, machine
+from bench._rounds import Block, in_rounds, machine, paired
 from tessera import backends, zoo
 from tessera.backends._threads import ThreadPolicy
 from tessera.ir import Model, load_model
@@ -93,19 +93,24 @@ def bench_single(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]
                              rounds=rounds, seconds=seconds)
         rows.append({"model": name, "backend": backend, "native": measured["native"].to_dict(),
                      "tessera": measured["tessera"].to_dict(),
-                     "speed": round(measured["native"].median_ms
-                                    / measured["tessera"].median_ms, 4)})
+                     "speed": paired(measured["native"], measured["tessera"]),
+                     "speed_of_medians": round(measured["native"].median_ms
+                                               / measured["tessera"].median_ms, 4)})
         del native, mine
         settle()
     return rows
 
 
 def bench_chain(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
-    """Each chain timed with its parts alone; a mixed chain also with the parts below
-    `SMALL_MS` on one thread, the variant Collage measures and keeps when faster."""
+    """Each chain timed with its parts alone, with warm caches (each part in a loop) and
+    with cold ones (each call after touching `FLUSH_BYTES`), and against the same compiled
+    parts chained by the plainest loop (`bare_chain`), which is the floor for any executor.
+    A mixed chain is also timed with the parts below `SMALL_MS` on one thread, the variant
+    Collage measures and keeps when faster."""
     model = load_model(zoo.export(name, 1))
     feeds = zoo.example_inputs(name, 1)
     shared = ThreadPolicy.for_partitions(2)
+    flush = cache_flush()
     rows = []
     for mix in (["onnxruntime"], ["onnxruntime", "openvino"]):
         for k in CHAIN_LENGTHS:
@@ -113,13 +118,15 @@ def bench_chain(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
             if len(mix) > 1:
                 chains["one-thread "] = chained(
                     model, k, one_thread_targets(model, k, mix, shared, feeds), shared)
-            blocks: dict[str, Callable[[], object]] = {}
+            blocks: dict[str, Block] = {}
             for label, chain in chains.items():
                 blocks[f"{label}chain"] = partial(chain.run, feeds)
+                blocks[f"{label}bare chain"] = partial(bare_chain(chain), feeds)
                 for i, (built, inputs) in enumerate(zip(chain.parts, part_feeds(chain, feeds),
                                                         strict=True)):
                     blocks[f"{label}part {i}"] = partial(built.run, inputs)
-            measured = in_rounds(blocks, rounds=rounds, seconds=seconds / 2)
+                    blocks[f"{label}cold part {i}"] = (partial(built.run, inputs), flush)
+            measured = in_rounds(blocks, rounds=rounds, seconds=seconds / 4)
             count = len(chains[""].parts)
             small = [i for i, p in enumerate(chains.get("one-thread ", chains[""]).plan
                                              .partitions) if "-num-threads=1" in p.target]
@@ -127,18 +134,67 @@ def bench_chain(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
             settle()
             row: dict[str, Any] = {"model": name, "targets": "/".join(mix), "k": count}
             for label in ("", "one-thread ") if len(mix) > 1 else ("",):
-                parts_ms = sum(m.median_ms for key, m in measured.items()
-                               if key.startswith(f"{label}part "))
-                chain_ms = measured[f"{label}chain"]
-                entry = {"chain": chain_ms.to_dict(), "sum_of_parts_ms": round(parts_ms, 4),
-                         "ratio": round(chain_ms.median_ms / parts_ms, 4)}
+                entry = chain_entry(measured, label)
                 if label:
-                    row["one_thread"] = {**entry, "parts": small, "speedup": round(
-                        measured["chain"].median_ms / chain_ms.median_ms, 4)}
+                    row["one_thread"] = {**entry, "parts": small, "speedup": paired(
+                        measured["chain"], measured[f"{label}chain"])}
                 else:
                     row.update(entry)
             rows.append(row)
     return rows
+
+
+def chain_entry(measured: dict[str, Any], label: str) -> dict[str, Any]:
+    """A chain's time against its parts (warm and cold) and its bare chain, round by round."""
+    def parts(prefix: str) -> list[Any]:
+        return [m for key, m in measured.items()
+                if key.startswith(f"{label}{prefix}part ")]
+
+    chain = measured[f"{label}chain"]
+    warm, cold = parts(""), parts("cold ")
+    return {"chain": chain.to_dict(), "bare_chain": measured[f"{label}bare chain"].to_dict(),
+            "sum_of_parts_ms": round(sum(m.median_ms for m in warm), 4),
+            "sum_of_cold_parts_ms": round(sum(m.median_ms for m in cold), 4),
+            "ratio": paired(chain, warm), "cold_ratio": paired(chain, cold),
+            "vs_bare_chain": paired(chain, measured[f"{label}bare chain"])}
+
+
+FLUSH_BYTES = 8 << 20  # more than a core's L2, a fair share of a shared L3
+
+
+def cache_flush() -> Callable[[], object]:
+    """Touches `FLUSH_BYTES` of memory: what the other partitions of a chain do to a part's
+    caches between two of its runs."""
+    junk = np.ones(FLUSH_BYTES, dtype=np.uint8)
+    return partial(np.sum, junk)
+
+
+def bare_chain(compiled: CompiledModel) -> Callable[[dict[str, np.ndarray]], dict[str, Any]]:
+    """The same compiled parts chained by the plainest loop a user could write: each library
+    called directly (ONNX Runtime's `session.run`, an OpenVINO infer request), no input
+    checks, nothing freed. What tessera's executor adds is the chain's time over this."""
+    steps = [(tuple(part.inputs), library_call(built))
+             for part, built in zip(compiled.plan.partitions, compiled.parts, strict=True)]
+
+    def run(feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+        values: dict[str, Any] = dict(feeds)
+        for names, call in steps:
+            values.update(call({n: values[n] for n in names}))
+        return values
+
+    return run
+
+
+def library_call(built: Any) -> Callable[[dict[str, np.ndarray]], dict[str, Any]]:
+    names = [o.name for o in built.outputs]
+    if built.backend == "onnxruntime":
+        session = built.session
+        return lambda feeds: dict(zip(names, session.run(names, feeds), strict=True))
+    if built.backend == "openvino":
+        request = built.compiled.create_infer_request()
+        return lambda feeds: dict(zip(names, request.infer(feeds, share_inputs=True)
+                                      .to_tuple(), strict=True))
+    return built._run  # type: ignore[no-any-return]
 
 
 def one_thread_targets(model: Model, k: int, mix: Sequence[str], policy: ThreadPolicy,
@@ -207,33 +263,43 @@ def settle(seconds: float = 1.0) -> None:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    out = ["# Thread-policy benchmark", "", f"{result['machine']}. Median of the block "
-           f"medians over {result['rounds']} rounds; spread is (high - low) / median.", "",
+    out = ["# Thread-policy benchmark", "", f"{result['machine']}. Times are the median of the "
+           f"block medians over {result['rounds']} rounds; ratios are paired: the median over "
+           "rounds of the ratio within each round, so drift between rounds cancels.", "",
            "## Single partition vs native (goal: speed >= 0.98)", "",
            "| model | backend | native ms | tessera ms | speed |", "|---|---|---:|---:|---:|"]
     out += [f"| {r['model']} | {r['backend']} | {r['native']['median_ms']:.4f} | "
             f"{r['tessera']['median_ms']:.4f} | {r['speed']:.3f} |" for r in result["single"]]
+    header = ("| chain ms | bare chain ms | parts, warm ms | parts, cold ms | chain / warm "
+              "parts | chain / cold parts | chain / bare chain |")
     out += ["", "## A chain of k partitions vs the sum of its parts alone (goal: <= 1.05)", "",
-            "| model | targets | k | chain ms | sum of parts ms | ratio |",
-            "|---|---|---:|---:|---:|---:|"]
-    out += [f"| {r['model']} | {r['targets']} | {r['k']} | {r['chain']['median_ms']:.4f} | "
-            f"{r['sum_of_parts_ms']:.4f} | {r['ratio']:.3f} |" for r in result["chain"]]
+            "Each part alone is timed warm (in a loop, its code and data in cache) and cold "
+            f"(each call after touching {FLUSH_BYTES >> 20} MB, as the other parts of a chain "
+            "do). The bare chain is the same compiled parts called by the plainest Python "
+            "loop, straight into each library: what the executor adds is chain / bare chain.",
+            "", "| model | targets | k " + header, "|---|---|---:" + "|---:" * 7 + "|"]
+    out += [f"| {r['model']} | {r['targets']} | {r['k']} | {chain_cells(r)} |"
+            for r in result["chain"]]
     mixed = [r for r in result["chain"] if "one_thread" in r]
     out += ["", "### Mixed chains with Collage's one-thread variant", "",
             f"The same chains, with each part below {SMALL_MS} ms that runs faster alone on "
-            "one thread set to one thread, as Collage does: the chain's time, its ratio to "
-            "its own parts alone, and its speed-up over the chain above.", "",
-            "| model | k | parts on one thread | chain ms | sum of parts ms | ratio | "
-            "speed-up |", "|---|---:|---:|---:|---:|---:|---:|"]
-    out += [f"| {r['model']} | {r['k']} | {len(v['parts'])} | {v['chain']['median_ms']:.4f} | "
-            f"{v['sum_of_parts_ms']:.4f} | {v['ratio']:.3f} | {v['speedup']:.3f} |"
-            for r in mixed for v in [r["one_thread"]]]
+            "one thread set to one thread, as Collage does, and the speed-up over the chain "
+            "above.", "", "| model | k | parts on one thread " + header + " speed-up |",
+            "|---|---:|---:" + "|---:" * 8 + "|"]
+    out += [f"| {r['model']} | {r['k']} | {len(v['parts'])} | {chain_cells(v)} | "
+            f"{v['speedup']:.3f} |" for r in mixed for v in [r["one_thread"]]]
     out += ["", "## Chained pools: each backend's defaults vs the shared policy", "",
             "| model | configuration | ms | spread | vs whole model |",
             "|---|---|---:|---:|---:|"]
     out += [f"| {r['model']} | {r['config']} | {r['median_ms']:.4f} | {r['spread']:.2f} | "
             f"{r['vs_whole']:.2f}x |" for r in result["policy"]]
     return "\n".join(out) + "\n"
+
+
+def chain_cells(r: dict[str, Any]) -> str:
+    return (f"{r['chain']['median_ms']:.4f} | {r['bare_chain']['median_ms']:.4f} | "
+            f"{r['sum_of_parts_ms']:.4f} | {r['sum_of_cold_parts_ms']:.4f} | "
+            f"{r['ratio']:.3f} | {r['cold_ratio']:.3f} | {r['vs_bare_chain']:.3f}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

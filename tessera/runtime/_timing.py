@@ -30,14 +30,18 @@ class Latency:
 
 
 def time_block(run: Callable[[], object], *, warmup: int = 3, min_runs: int = 10,
-               max_runs: int = 2000, seconds: float = 1.0) -> Latency:
-    """`run` timed after `warmup` calls: at least `min_runs`, then until `seconds` pass."""
+               max_runs: int = 2000, seconds: float = 1.0,
+               before: Callable[[], object] | None = None) -> Latency:
+    """`run` timed after `warmup` calls: at least `min_runs`, then until `seconds` pass.
+    `before`, if given, runs untimed ahead of every timed call (to flush caches, say)."""
     for _ in range(warmup):
         run()
     samples: list[float] = []
     start = time.perf_counter()
     while len(samples) < max_runs and (len(samples) < min_runs
                                        or time.perf_counter() - start < seconds):
+        if before is not None:
+            before()
         began = time.perf_counter()
         run()
         samples.append((time.perf_counter() - began) * 1e3)

@@ -26,6 +26,9 @@ def test_the_chain_section_runs_and_renders() -> None:
         ("onnxruntime/openvino", 10)]
     for row in rows:
         assert row["ratio"] > 0 and row["sum_of_parts_ms"] > 0
+        assert row["cold_ratio"] > 0 and row["sum_of_cold_parts_ms"] > 0
+        assert row["vs_bare_chain"] > 0 and row["bare_chain"]["median_ms"] > 0
+        assert len(row["chain"]["blocks_ms"]) == 1  # one per round: the paired ratios' input
         assert ("one_thread" in row) == ("openvino" in row["targets"])
     variant = rows[-1]["one_thread"]
     assert variant["speedup"] > 0 and all(0 <= i < 10 for i in variant["parts"])
@@ -33,6 +36,28 @@ def test_the_chain_section_runs_and_renders() -> None:
                       "policy": []})
     assert "one-thread variant" in table
     assert table.count("| mlp | 10 |") == 1
+    assert "chain / bare chain" in table
+
+
+def test_the_bare_chain_computes_what_the_executor_computes() -> None:
+    from bench.threads import bare_chain, chained
+
+    model = load_model(zoo.export("mlp", 1))
+    feeds = zoo.example_inputs("mlp", 1)
+    chain = chained(model, 4, ["onnxruntime", "openvino"], ThreadPolicy.for_partitions(2))
+    bare = bare_chain(chain)(feeds)
+    for name, value in chain.run(feeds).items():
+        np.testing.assert_allclose(bare[name], value, rtol=1e-6, atol=1e-7)
+
+
+def test_paired_ratios_cancel_drift_between_rounds() -> None:
+    from bench._rounds import Measured, paired
+
+    # the machine slows down 2x in the last round: every configuration alike
+    a = Measured(2.0, 1.0, 4.0, 3, (1.0, 2.0, 4.0))
+    b = Measured(1.0, 0.5, 2.0, 3, (0.5, 1.0, 2.0))
+    assert paired(a, b) == 2.0
+    assert paired([b, b], a) == 1.0  # parts summed round by round
 
 
 def test_a_one_thread_chain_computes_what_the_model_computes() -> None:
