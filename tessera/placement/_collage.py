@@ -101,7 +101,10 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     if tried:  # small partitions may run faster on one thread: measured, not assumed
         variant_costs, variant_stats = _costs(model, [c for _, c in tried], db, run,
                                               foreign_costs, progress)
+        before = sum(float(cost.ms or 0.0) for _, cost in chosen)
         chosen, stats["one_thread_partitions"] = keep_faster(chosen, tried, variant_costs)
+        saved = before - sum(float(cost.ms or 0.0) for _, cost in chosen)
+        stats["modelled_ms"] = float(stats["modelled_ms"]) - saved  # type: ignore[arg-type]
         candidates = candidates + [c for _, c in tried]
         costs = costs + variant_costs
         for key in ("candidates", "measurements", "cache_hits"):

@@ -46,6 +46,10 @@ def test_a_small_partition_faster_on_one_thread_keeps_that_variant(tmp_path: Pat
     assert [p.target for p in plan.partitions] == ["onnxruntime -num-threads=1"]
     assert plan.stats["one_thread_partitions"] == 1
     assert "cheaper than onnxruntime" in next(iter(plan.decisions.values()))
+    # the modelled cost is the plan's as kept, not the search's before the variant
+    overhead = float(plan.stats["partition_overhead_ms"])
+    assert plan.stats["modelled_ms"] == pytest.approx(
+        sum(float(p.cost_ms) for p in plan.partitions) + overhead * len(plan.partitions))
 
 
 def test_the_variant_is_dropped_when_it_measures_slower(tmp_path: Path) -> None:
