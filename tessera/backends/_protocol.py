@@ -205,22 +205,24 @@ class InputCheck:
     correct call costs a dict lookup, a dtype compare and a shape compare per input."""
 
     def __init__(self, specs: list[TensorSpec]) -> None:
+        import numpy as np
+
         self.specs = specs
         self._rules = [(s.name, _dtype(s.dtype), s.shape,
                         s.shape is not None and all(isinstance(d, int) for d in s.shape))
                        for s in specs]
+        self._ndarray, self._asarray = np.ndarray, np.asarray  # no import on the hot path
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        import numpy as np
-
         if len(inputs) != len(self._rules):
             self._mismatch(inputs)
+        ndarray = self._ndarray
         feeds = {}
         for name, dtype, shape, static in self._rules:
             value = inputs.get(name)
             if value is None:
                 self._mismatch(inputs)
-            array = value if type(value) is np.ndarray else np.asarray(value)
+            array = value if type(value) is ndarray else self._asarray(value)
             if array.dtype != dtype:
                 self._check_dtype(name, array)
             if shape is not None and (array.shape != shape if static else not _fits(

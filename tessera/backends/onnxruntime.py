@@ -225,7 +225,7 @@ class _OrtCompiled(Compiled):
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if not self._widened:
-            return dict(zip(self._names, self.session.run(self._names, feeds), strict=True))
+            return dict(zip(self._names, self.session.run(self._names, feeds), strict=False))
         wide = {(_WIDE_IN + n if n in self._widened else n):
                 (v.astype(self._widened[n]) if n in self._widened else v)
                 for n, v in feeds.items()}

@@ -168,14 +168,29 @@ class _OpenVinoCompiled(Compiled):
         self._names = [o.name for o in self.outputs]
         self._dtypes = [np.dtype(o.dtype) for o in self.outputs]  # compared per run: no .name
         self._local = threading.local()  # an infer request per calling thread
+        # outputs already of the declared types need no per-run check: after an inference
+        # evicted the interpreter's caches, that check alone cost ~5 us (bert-tiny: 2.5%)
+        self._exact = _declared_types(compiled, self._dtypes)
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         request = getattr(self._local, "request", None)
         if request is None:
             request = self._local.request = self.compiled.create_infer_request()
         results = request.infer(feeds, share_inputs=True).to_tuple()  # zero-copy inputs
+        if self._exact:
+            return dict(zip(self._names, results, strict=False))  # equal by construction
         return {name: _as_expected(value, dtype)
                 for name, value, dtype in zip(self._names, results, self._dtypes, strict=True)}
+
+
+def _declared_types(compiled: Any, dtypes: list[np.dtype[Any]]) -> bool:
+    """Whether every output of `compiled` comes back as the numpy type the model declares."""
+    try:
+        return len(compiled.outputs) == len(dtypes) and all(
+            output.get_element_type().to_dtype() == dtype
+            for output, dtype in zip(compiled.outputs, dtypes, strict=True))
+    except Exception:  # a type with no numpy twin (dynamic, string): check every run
+        return False
 
 
 def _as_expected(value: Any, dtype: np.dtype[Any]) -> np.ndarray:

@@ -32,6 +32,35 @@ def test_openvino_properties_come_from_the_target() -> None:
 
 
 @_needs("openvino")
+def test_openvino_outputs_come_back_in_the_declared_types() -> None:
+    from onnx import TensorProto
+
+    from tessera.backends.openvino import _declared_types
+
+    graph = helper.make_graph(
+        [helper.make_node("ArgMax", ["x"], ["y"], axis=1),
+         helper.make_node("Cast", ["y"], ["z"], to=TensorProto.INT32)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, 1]),
+         helper.make_tensor_value_info("z", TensorProto.INT32, [2, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compiled = backends.get("openvino").compile(model, "openvino")
+    x = np.array([[0, 3, 1, 2, 0], [4, 0, 0, 0, 1]], dtype=np.float32)
+    got = compiled.run({"x": x})
+    assert {k: v.dtype for k, v in got.items()} == {"y": np.int64, "z": np.int32}
+    assert got["y"].ravel().tolist() == [1, 0]
+    # where OpenVINO's type differs from the declared one, every run converts
+    dtypes = [np.dtype(np.int64), np.dtype(np.int32)]
+    assert _declared_types(compiled.compiled, dtypes)
+    assert not _declared_types(compiled.compiled, dtypes[::-1])
+    assert not _declared_types(compiled.compiled, dtypes[:1])
+    compiled._exact = False  # the converting path gives the same values and types
+    again = compiled.run({"x": x})
+    assert {k: (v.dtype, v.tolist()) for k, v in again.items()} == \
+        {k: (v.dtype, v.tolist()) for k, v in got.items()}
+
+
+@_needs("openvino")
 def test_openvino_precision_the_cpu_lacks_is_a_clear_error() -> None:
     import openvino as ov
 
