@@ -49,6 +49,11 @@ class CompiledModel:
         self.outputs = list(flow.graph_outputs)
         self._constants = {n: t for n, t in flow.initializers.items() if n in self.outputs}
         self._frees = _last_uses(plan, self.outputs)
+        # the loop's work prepared once: in a chain every interpreted step runs with caches
+        # the backends just evicted, so each costs several times what it costs in a loop
+        self._steps = [(tuple(part.inputs), compiled.run_checked, tuple(frees))
+                       for part, compiled, frees in zip(plan.partitions, parts, self._frees,
+                                                        strict=True)]
         only = plan.partitions[0] if len(plan.partitions) == 1 else None
         whole = only is not None and not self._constants and list(only.outputs) == \
             self.outputs and sorted(only.inputs) == sorted(self.inputs_names)
@@ -58,9 +63,8 @@ class CompiledModel:
         values: dict[str, Any] = self._check(inputs)  # once, at the model's boundary
         if self._whole is not None:  # one partition: no bookkeeping between backends
             return self._whole.run_checked(values)
-        for part, compiled, frees in zip(self.plan.partitions, self.parts, self._frees,
-                                         strict=True):
-            values.update(compiled.run_checked({n: values[n] for n in part.inputs}))
+        for names, run, frees in self._steps:
+            values.update(run({n: values[n] for n in names}))
             for name in frees:
                 values.pop(name, None)
         return {name: values[name] if name in values else
