@@ -4,7 +4,12 @@ split work saves. Measured here, ResNet-tiny cut into ten ONNX Runtime/OpenVINO 
 ran in 0.82 ms with one thread each and in 1.22 ms with two.
 
 So after the search, each chosen partition cheaper than `SMALL_MS` is measured again on one
-thread, and keeps that variant when it is faster. The variant is an explicit attribute of the
+thread, and keeps that variant when it is faster alone, or, in a plan of several partitions,
+within `CHAIN_TOLERANCE` of it: a pool measured alone wakes warm, but in a chain it wakes
+after another library's workers, which may still spin (OpenVINO's TBB workers do). Measured
+here, bert-tiny in ten ONNX Runtime/OpenVINO partitions ran in 1.0 ms or in 3.9 ms with two
+threads each, depending on what ran in the process before; with one-thread OpenVINO parts,
+1.0-1.1 ms either way. The variant is an explicit attribute of the
 partition's target (`onnxruntime -num-threads=1`), so the plan shows it and the thread policy
 leaves it alone. Only backends whose thread count belongs to one compiled partition take part
 (not torch, whose count is process-wide), and never a target whose count the user set
@@ -20,6 +25,7 @@ from tessera.placement._costdb import Cost
 from tessera.target import Target
 
 SMALL_MS = 0.25
+CHAIN_TOLERANCE = 1.10
 _ATTR = "num-threads"
 
 
@@ -54,13 +60,21 @@ def small_candidates(chosen: list[tuple[Candidate, Cost]], pinned: NodeSet = 0
     return found
 
 
+def prefer_one_thread(variant_ms: float, pooled_ms: float, partitions: int) -> bool:
+    """Whether a partition measured at `variant_ms` on one thread and `pooled_ms` with its
+    pool (each alone) should run on one thread in a plan of `partitions` partitions."""
+    limit = pooled_ms * (CHAIN_TOLERANCE if partitions > 1 else 1.0)
+    return variant_ms < limit
+
+
 def keep_faster(chosen: list[tuple[Candidate, Cost]], tried: list[tuple[int, Candidate]],
                 costs: list[Cost]) -> tuple[list[tuple[Candidate, Cost]], int]:
-    """`chosen` with each tried variant that measured faster, and how many were kept."""
+    """`chosen` with each tried variant kept where `prefer_one_thread`, and how many were."""
     kept = list(chosen)
     count = 0
     for (i, variant), cost in zip(tried, costs, strict=True):
-        if cost.ok and cost.ms is not None and cost.ms < float(chosen[i][1].ms or 0.0):
+        if cost.ok and cost.ms is not None and prefer_one_thread(
+                cost.ms, float(chosen[i][1].ms or 0.0), len(chosen)):
             kept[i] = (variant, cost)
             count += 1
     return kept, count

@@ -66,6 +66,23 @@ def test_large_partitions_and_user_thread_counts_are_left_alone(tmp_path: Path) 
     assert one_thread(Target("torch")) is None  # torch's count is process-wide
 
 
+def test_in_a_chain_a_variant_slightly_slower_alone_is_still_kept() -> None:
+    from tessera.placement._candidates import Candidate
+    from tessera.placement._variants import CHAIN_TOLERANCE, keep_faster, prefer_one_thread
+
+    # alone on one thread 5% slower: kept in a chain (pools wake cold there), not alone
+    assert prefer_one_thread(0.105, 0.100, partitions=3)
+    assert not prefer_one_thread(0.105, 0.100, partitions=1)
+    assert not prefer_one_thread(0.100 * CHAIN_TOLERANCE + 0.001, 0.100, partitions=3)
+    ort, ov = Target("onnxruntime"), Target("openvino")
+    chosen = [(Candidate(0b01, ort), Cost(0.100, 0.0, 5)),
+              (Candidate(0b10, ov), Cost(0.100, 0.0, 5))]
+    tried = [(0, Candidate(0b01, one_thread(ort))), (1, Candidate(0b10, one_thread(ov)))]
+    kept, count = keep_faster(chosen, tried, [Cost(0.105, 0.0, 5), Cost(0.150, 0.0, 5)])
+    assert count == 1
+    assert [str(c.target) for c, _ in kept] == ["onnxruntime -num-threads=1", "openvino"]
+
+
 def test_a_partition_with_pinned_nodes_keeps_the_pinned_target(tmp_path: Path) -> None:
     plan = _place(tmp_path, ["onnxruntime"], 0.01, 0.005, pins={"softmax": "onnxruntime"})
     assert [p.target for p in plan.partitions] == ["onnxruntime"]
