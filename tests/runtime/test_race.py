@@ -39,9 +39,12 @@ class _Sleeper:
         self.seconds, self.calls = seconds, []
         self.inputs = [TensorSpec("x", "float32", shape)]
 
+    first_calls_slow = 0  # these first calls take 4x as long (other work on the machine)
+
     def run(self, feeds: dict[str, Any]) -> None:
         self.calls.append(time.perf_counter())
-        time.sleep(self.seconds)
+        slowed = len(self.calls) <= self.first_calls_slow
+        time.sleep(self.seconds * (4 if slowed else 1))
 
 
 def test_the_race_times_blocks_in_rounds_and_ranks_by_latency() -> None:
@@ -56,6 +59,20 @@ def test_the_race_times_blocks_in_rounds_and_ranks_by_latency() -> None:
         if between:
             rounds.append(len(between))
     assert len(rounds) == 2  # the slow plan's blocks sit between the fast one's rounds
+
+
+def test_a_close_race_gets_more_rounds_and_a_slowed_block_is_not_held_against_a_plan(
+) -> None:
+    far, slow = _Sleeper(0.002), _Sleeper(0.006)
+    race({"far": far, "slow": slow}, rounds=3, seconds=0.0)
+    assert len(far.calls) == len(slow.calls) == 4 + 3 + 3  # warm-up 2 then 1, 2 runs each
+
+    # "interrupted" is as fast as "steady" but other work slowed its whole first block
+    steady, interrupted = _Sleeper(0.003), _Sleeper(0.003)
+    interrupted.first_calls_slow = 4
+    timings = race({"steady": steady, "interrupted": interrupted}, rounds=3, seconds=0.0)
+    assert len(steady.calls) == len(interrupted.calls) == 4 + 3 * 4  # close: two more rounds
+    assert timings["interrupted"] < 6.0  # its quiet blocks count, not the slowed one
 
 
 def test_a_plan_without_static_inputs_is_never_fastest() -> None:
