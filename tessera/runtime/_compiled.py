@@ -48,12 +48,11 @@ class CompiledModel:
         self._check = InputCheck(self.inputs)
         self.outputs = list(flow.graph_outputs)
         self._constants = {n: t for n, t in flow.initializers.items() if n in self.outputs}
-        self._frees = _last_uses(plan, self.outputs)
         # the loop's work prepared once: in a chain every interpreted step runs with caches
         # the backends just evicted, so each costs several times what it costs in a loop
         self._steps = [(tuple(part.inputs), compiled.run_checked, tuple(frees))
-                       for part, compiled, frees in zip(plan.partitions, parts, self._frees,
-                                                        strict=True)]
+                       for part, compiled, frees in zip(
+                           plan.partitions, parts, _last_uses(plan, self.outputs), strict=True)]
         only = plan.partitions[0] if len(plan.partitions) == 1 else None
         whole = only is not None and not self._constants and list(only.outputs) == \
             self.outputs and sorted(only.inputs) == sorted(self.inputs_names)
