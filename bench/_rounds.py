@@ -9,7 +9,7 @@ from __future__ import annotations
 import platform
 import statistics
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -60,8 +60,13 @@ def paired(numerator: Measured | list[Measured], denominator: Measured | list[Me
         group = m if isinstance(m, list) else [m]
         return [sum(x) for x in zip(*(g.blocks_ms for g in group), strict=True)]
 
-    return round(statistics.median(a / b for a, b in zip(
-        per_round(numerator), per_round(denominator), strict=True)), 4)
+    return paired_blocks(per_round(numerator), per_round(denominator))
+
+
+def paired_blocks(numerator: Sequence[float], denominator: Sequence[float]) -> float:
+    """The median of numerator[i] / denominator[i] over the rounds both have."""
+    return round(statistics.median(a / b for a, b in zip(numerator, denominator,
+                                                         strict=False)), 4)
 
 
 def machine() -> str:
@@ -72,4 +77,4 @@ def machine() -> str:
             + f", {cores} cores, {sys.platform}, Python {platform.python_version()}")
 
 
-__all__ = ["Block", "Measured", "in_rounds", "machine", "paired"]
+__all__ = ["Block", "Measured", "in_rounds", "machine", "paired", "paired_blocks"]

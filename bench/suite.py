@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench._rounds import machine
+from bench._rounds import machine, paired_blocks
 
 MODELS = ["resnet50", "mobilenetv2", "efficientnet-b0", "bert-base", "gpt2-small", "vit-b16",
           "convnext", "unet", "hybrid"]
@@ -256,8 +256,9 @@ def geomean(values: Sequence[float]) -> float:
 def paired_ratio(base: dict[str, Any], row: dict[str, Any]) -> float | None:
     """The median over rounds of base/row within each round: a round's blocks run minutes
     apart from the next round's, so the drift of a shared machine cancels within a round."""
-    pairs = list(zip(base.get("blocks_ms", []), row.get("blocks_ms", []), strict=False))
-    return round(statistics.median(b / r for b, r in pairs), 4) if pairs else None
+    if not base.get("blocks_ms") or not row.get("blocks_ms"):
+        return None
+    return paired_blocks(base["blocks_ms"], row["blocks_ms"])
 
 
 def quietest_ratio(result: dict[str, Any]) -> float | None:
