@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tessera.runtime._timing import time_block
+from tessera._private.timing import time_block
 
 # a block: a callable timed alone, or (callable, something run untimed before each call)
 Block = Callable[[], object] | tuple[Callable[[], object], Callable[[], object]]

@@ -55,7 +55,7 @@ def bench_model(name: str, targets: Sequence[str], seconds: float) -> dict[str, 
     rows = {}
     for label, compiled in plans.items():  # in blocks: one plan's runs together
         rows[label] = latency_ms(compiled, feeds, seconds)
-        rows[label]["plan"] = [(p.target, len(p.nodes)) for p in compiled.plan.partitions]
+        rows[label]["plan"] = [(str(p.target), len(p.nodes)) for p in compiled.plan.partitions]
     singles = {k: v["median_ms"] for k, v in rows.items() if k.startswith("only ")}
     best = min(singles, key=lambda k: singles[k])
     for row in rows.values():

@@ -103,7 +103,7 @@ def _child_time(spec: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from tessera import zoo
-    from tessera.runtime._timing import time_block
+    from tessera._private.timing import time_block
 
     feeds = zoo.example_inputs(spec["name"], spec["batch"])
     run: Any
@@ -174,7 +174,7 @@ def bench_model(name: str, batch: int, backends: Sequence[str], args: argparse.N
         target = work / f"{tag}-{label.split()[-1]}.tess"
         compiled.save(target)
         configs[label] = {"kind": "artifact", "artifact": str(target)}
-        plans[label] = [(p.target, len(p.nodes)) for p in compiled.plan.partitions]
+        plans[label] = [(str(p.target), len(p.nodes)) for p in compiled.plan.partitions]
     del artifacts, warm
     medians: dict[str, list[float]] = {label: [] for label in configs}
     errors: dict[str, str] = {}

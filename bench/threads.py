@@ -35,6 +35,7 @@ import numpy as np
 
 from bench._rounds import Block, in_rounds, machine, paired
 from tessera import backends, zoo
+from tessera._private.timing import time_block
 from tessera.backends._threads import ThreadPolicy
 from tessera.ir import Model, load_model
 from tessera.placement import Plan
@@ -45,11 +46,9 @@ from tessera.placement._variants import (
     one_thread,
     prefer_one_thread,
 )
-from tessera.runtime._compiled import CompiledModel, build_partitions
+from tessera.runtime._compiled import CompiledModel, as_config, build_partitions
 from tessera.runtime._compiled import compile as compile_model
 from tessera.runtime._native import native_runner
-from tessera.runtime._place import as_config
-from tessera.runtime._timing import time_block
 from tessera.target import Target
 
 MODELS = ["resnet-tiny", "bert-tiny", "mobilenetv2-tiny", "resnet50"]
@@ -134,7 +133,7 @@ def bench_chain(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
             measured = in_rounds(blocks, rounds=rounds, seconds=seconds / 4)
             count = len(chains[""].parts)
             small = [i for i, p in enumerate(chains.get("one-thread ", chains[""]).plan
-                                             .partitions) if "-num-threads=1" in p.target]
+                                             .partitions) if "-num-threads=1" in str(p.target)]
             del chains, blocks
             settle()
             row: dict[str, Any] = {"model": name, "targets": "/".join(mix), "k": count}

@@ -27,7 +27,7 @@ def _reference() -> np.ndarray:
 
 def test_one_backend_runs_the_whole_model() -> None:
     compiled = tessera.compile(mlp(), "onnxruntime")
-    assert [p.target for p in compiled.plan.partitions] == ["onnxruntime"]
+    assert [str(p.target) for p in compiled.plan.partitions] == ["onnxruntime"]
     np.testing.assert_allclose(compiled.run(_feeds())["y"], _reference(), rtol=1e-5)
     with pytest.raises(InputError, match="missing"):
         compiled.run({})
@@ -64,7 +64,7 @@ def wrong_backend():  # type: ignore[no-untyped-def]
 
 def test_mixed_plan_with_fallback_and_the_numeric_guard(wrong_backend: Backend) -> None:
     compiled = tessera.compile(mlp(), "test-wrong,onnxruntime", partitioner="greedy")
-    targets = [(p.target, p.nodes) for p in compiled.plan.partitions]
+    targets = [(str(p.target), p.nodes) for p in compiled.plan.partitions]
     # the guard caught the partition (relu, mm2) computing wrongly: it went to onnxruntime
     assert targets == [("test-wrong", ("mm1",)),
                        ("onnxruntime", ("add1", "relu", "mm2", "add2", "softmax"))]
@@ -85,7 +85,7 @@ def test_fallback_off_lists_each_unsupported_node_and_every_reason(wrong_backend
     assert "add1 (Add): test-wrong: test fake does not" in message
     assert "softmax (Softmax): test-wrong: test fake does not" in message
     placed = tessera.compile(mlp(), "test-wrong")  # fallback on: the reference takes the rest
-    assert {p.target for p in placed.plan.partitions} == {"test-wrong", "reference"}
+    assert {str(p.target) for p in placed.plan.partitions} == {"test-wrong", "reference"}
 
 
 def test_plan_json_round_trip() -> None:
@@ -103,7 +103,7 @@ def test_onnx_backend_api() -> None:
     np.testing.assert_allclose(outputs[0], _reference(), rtol=1e-5)
     np.testing.assert_allclose(outputs.y, _reference(), rtol=1e-5)
     rep = backend.TesseraBackend.configured("openvino", fallback=False).prepare(mlp())
-    assert [p.target for p in rep.compiled.plan.partitions] == ["openvino"]
+    assert [str(p.target) for p in rep.compiled.plan.partitions] == ["openvino"]
 
 
 def test_onnx_backend_test_runs_over_tessera() -> None:
@@ -171,8 +171,10 @@ def test_the_remembered_plan_depends_on_names_config_and_imported_costs(
     renamed = tessera.compile(mlp(names="other_"), targets, partitioner="collage")
     assert "plan_cache" not in renamed.plan.stats  # other node names: another plan
     assert all(n.startswith("other_") for p in renamed.plan.partitions for n in p.nodes)
-    fewer = tessera.compile(mlp(), targets, partitioner="collage", max_candidate_size=2)
-    assert "plan_cache" not in fewer.plan.stats  # a cache-key option changed
+    # a cache-key option changed (and larger candidates were measured: costs a fresh
+    # database lacks, for the import below)
+    more = tessera.compile(mlp(), targets, partitioner="collage", max_candidate_size=4)
+    assert "plan_cache" not in more.plan.stats
     assert tessera.compile(mlp(), targets, partitioner="collage").plan.stats["plan_cache"]
     exported = os.path.join(tmp_path, "records.jsonl")
     CostDB(db_path).export(exported)

@@ -3,16 +3,25 @@ measurements run on."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from tessera.backends._protocol import Compiled
+    from tessera.backends._protocol import TensorSpec
 
 
-def random_inputs(compiled: Compiled, seed: int = 0) -> dict[str, np.ndarray] | None:
-    """Inputs of the partition's shapes, or None when some shape is not static."""
+class HasInputs(Protocol):
+    """A compiled partition or a whole compiled plan."""
+
+    @property
+    def inputs(self) -> Sequence[TensorSpec]: ...
+
+
+def random_inputs(compiled: HasInputs, seed: int = 0) -> dict[str, np.ndarray] | None:
+    """Inputs of the partition's (or plan's) shapes, or None when some shape is not
+    static."""
     import numpy as np
 
     rng = np.random.default_rng(seed)

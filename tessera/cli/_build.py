@@ -65,7 +65,7 @@ def placement_table(plan: Plan, model: Model, title: str) -> Table:
             summary += f", +{len(counts) - 6} more"
         edges = f"{len(part.inputs)} → {len(part.outputs)}"
         cost = f"{part.cost_ms:.3f}" if part.cost_ms is not None else "-"
-        table.add_row(str(i), part.target, str(len(part.nodes)), summary, edges, cost)
+        table.add_row(str(i), str(part.target), str(len(part.nodes)), summary, edges, cost)
     return table
 
 
@@ -186,7 +186,7 @@ def run_command(artifact: str, inputs: tuple[str, ...], npz: str | None, output:
         save_npz(Path(output), results)
         click.echo(f"outputs written to {output}")
     if runs:
-        from tessera.runtime._timing import time_block
+        from tessera._private.timing import time_block
 
         latency = time_block(lambda: compiled.run(feeds), warmup=min(3, runs), min_runs=runs,
                              max_runs=runs, seconds=0.0)

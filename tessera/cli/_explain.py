@@ -4,6 +4,7 @@ it went where it did."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
         click.echo(f"\nplacement picture written to {html_out}")
 
 
-def end_to_end_line(stats: dict[str, Any]) -> str:
+def end_to_end_line(stats: Mapping[str, Any]) -> str:
     """How the rival plans timed end to end, and which was kept."""
     timings = ", ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k}: {v}"
                         for k, v in stats["end_to_end_ms"].items())
@@ -113,12 +114,11 @@ def render(plan: object, model: object, label: str) -> str:
             f"{stats.get('measure_seconds', 0.0):.2f} s, search {stats['search_seconds']:.3f} s")
     if "end_to_end_ms" in stats:
         lines.append(end_to_end_line(stats))
-    lost = [line for line in stats.get("invalid_examples", [])
-            if ": crashed" in line or ": hung" in line or "ran out of memory" in line]
+    lost = [e for e in stats.invalid_examples or () if e.fault is not None]
     if lost:
         lines.append(f"{stats['invalid']} candidate(s) invalid; these crashed or hung in the "
                      "measuring worker and were left out:")
-        lines += [f"  {line}" for line in lost]
+        lines += [f"  {e}" for e in lost]
     lines.append("")
     for i, part in enumerate(plan.partitions):
         counts = Counter(ops[n] for n in part.nodes)
@@ -127,7 +127,7 @@ def render(plan: object, model: object, label: str) -> str:
         lines.append(f"[{i}] {part.target}: {len(part.nodes)} node(s){cost}: {summary}")
         lines.append(f"    in: {', '.join(part.inputs) or '-'}; out: {', '.join(part.outputs)}")
     lines += ["", "nodes:"]
-    where = {n: p.target for p in plan.partitions for n in p.nodes}
+    where = {n: str(p.target) for p in plan.partitions for n in p.nodes}
     for name in flow.names:
         lines.append(f"  {name} ({ops[name]}) -> {where[name]}: "
                      f"{plan.decisions.get(name, '')}")

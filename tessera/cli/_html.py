@@ -41,10 +41,10 @@ def colours(plan: Plan) -> dict[str, str]:
     chosen: dict[str, str] = {}
     spare = iter(SPARE)
     for part in plan.partitions:
-        if part.target in chosen:
+        if str(part.target) in chosen:
             continue
-        base = PALETTE.get(part.target.split()[0])
-        chosen[part.target] = base if base and base not in chosen.values() else next(spare,
+        base = PALETTE.get(part.kind)
+        chosen[str(part.target)] = base if base and base not in chosen.values() else next(spare,
                                                                                     "#444444")
     return chosen
 
@@ -136,11 +136,12 @@ def render_html(plan: Plan, model: Model, label: str) -> str:
     svg: list[str] = []
     for i, (part, (top, band_h, band_w)) in enumerate(zip(plan.partitions, bands, strict=True)):
         cost = f" · {part.cost_ms:.3f} ms" if part.cost_ms is not None else ""
+        name = str(part.target)
         svg.append(
-            f'<rect class="partition" data-partition="{i}" data-target="{_a(part.target)}" '
+            f'<rect class="partition" data-partition="{i}" data-target="{_a(name)}" '
             f'x="4" y="{top}" width="{max(band_w, width - 8)}" height="{band_h}" rx="8" '
-            f'style="fill:{colour[part.target]}1f;stroke:{colour[part.target]}"/>'
-            f'<text class="band" x="14" y="{top + 17}">[{i}] {_t(part.target)} · '
+            f'style="fill:{colour[name]}1f;stroke:{colour[name]}"/>'
+            f'<text class="band" x="14" y="{top + 17}">[{i}] {_t(name)} · '
             f'{len(part.nodes)} node(s){cost}</text>')
     for index, box in enumerate(boxes):
         for p in box.producers:
@@ -152,7 +153,7 @@ def render_html(plan: Plan, model: Model, label: str) -> str:
                           f'{x2},{y2}"/>')
         ops = [flow.nodes[m].op_type for m in box.members]
         text = ops[0] if len(ops) == 1 else f"{len(ops)} nodes: {ops[0]}…{ops[-1]}"
-        target = plan.partitions[box.partition].target
+        target = str(plan.partitions[box.partition].target)
         svg.append(
             f'<g class="node" data-box="{index}"><title>{_t(" → ".join(ops[:12]))}</title>'
             f'<rect x="{box.x}" y="{box.y}" width="{NODE_W}" height="{NODE_H}" rx="5" '
@@ -161,8 +162,8 @@ def render_html(plan: Plan, model: Model, label: str) -> str:
     details = [_details(plan, model, box) for box in boxes]
     legend = "".join(
         f'<span class="key"><i style="background:{c}"></i>{_t(t)}: '
-        f'{sum(len(p.nodes) for p in plan.partitions if p.target == t)} nodes in '
-        f'{sum(p.target == t for p in plan.partitions)} partition(s)</span>'
+        f'{sum(len(p.nodes) for p in plan.partitions if str(p.target) == t)} nodes in '
+        f'{sum(str(p.target) == t for p in plan.partitions)} partition(s)</span>'
         for t, c in colour.items())
     total = plan.cost_ms
     summary = (f"{len(flow)} nodes · {len(plan.partitions)} partitions · partitioner "
@@ -184,8 +185,8 @@ def _details(plan: Plan, model: Model, box: Box) -> dict[str, Any]:
         nodes.append({"name": name, "op": node.op_type, "shapes": shapes,
                       "decision": plan.decisions.get(name, ""),
                       "others": {t: r for t, r in plan.reasons.get(name, {}).items()
-                                 if t != part.target}})
-    return {"partition": box.partition, "target": part.target, "nodes": nodes}
+                                 if t != str(part.target)}})
+    return {"partition": box.partition, "target": str(part.target), "nodes": nodes}
 
 
 def _shape(value_type: Any) -> Any:

@@ -8,10 +8,18 @@ from tessera.config._config import (
     NamedTarget,
     split_target_option,
 )
-from tessera.config._options import EXECUTORS, RUNTIMES, FlowOptions, OptionInfo, option_infos
+from tessera.config._options import (
+    EXECUTORS,
+    MEASURE_TIMEOUT_S,
+    RUNTIMES,
+    FlowOptions,
+    OptionInfo,
+    option_infos,
+)
 
 __all__ = [
     "EXECUTORS",
+    "MEASURE_TIMEOUT_S",
     "RUNTIMES",
     "CompilationConfig",
     "ConfigLike",

@@ -15,7 +15,8 @@ from tessera._private.registry import Registry, did_you_mean
 from tessera._private.values import parse_bool, parse_int
 from tessera.errors import ConfigError
 
-__all__ = ["EXECUTORS", "RUNTIMES", "FlowOptions", "OptionInfo", "option_infos"]
+__all__ = ["EXECUTORS", "MEASURE_TIMEOUT_S", "RUNTIMES", "FlowOptions", "OptionInfo",
+           "option_infos"]
 
 EXECUTORS: Registry[str] = Registry("executor", ConfigError)
 EXECUTORS.register("graph", "chains the partitions in topological order in one process")
@@ -24,6 +25,7 @@ RUNTIMES: Registry[str] = Registry("runtime", ConfigError)
 RUNTIMES.register("python", "in-process runtime handing numpy arrays between partitions")
 
 PARTITIONERS = ("auto", "greedy", "collage")
+MEASURE_TIMEOUT_S = 120.0  # one candidate's compile and runs, before it counts as hung
 THREAD_POLICIES = ("auto", "native", "shared")
 
 
@@ -103,8 +105,8 @@ class FlowOptions:
         "crashes or hangs on one only invalidates that candidate", cache_key=False,
         parse=parse_bool)
     measure_timeout: float = _option(
-        120.0, "collage: seconds one candidate may take (compile and runs) before it is "
-        "marked invalid as hung", cache_key=False, parse=_positive_seconds)
+        MEASURE_TIMEOUT_S, "collage: seconds one candidate may take (compile and runs) before "
+        "it is marked invalid as hung", cache_key=False, parse=_positive_seconds)
     compile_cache: bool = _option(
         True, "keep each compiled partition in a form its backend reloads fast (OpenVINO IR, "
         "an ONNX file), under the cache directory: a later compile of the same model skips "

@@ -1,37 +1,56 @@
-"""Placement: which backend runs which nodes. Greedy (priority order, maximal regions) or
-Collage (measured candidates, exact cheapest cover)."""
+"""Placement: which backend runs which nodes. `place` owns the whole decision: the support
+table, greedy placement or Collage's measured search, the end-to-end race, calibration, the
+numeric guard and remembering plans. Building and timing whole plans goes through the
+`Builder` protocol, which `tessera.runtime` implements."""
 
 from __future__ import annotations
 
+from tessera.placement._builder import Builder, Built, Runnable
 from tessera.placement._candidates import Candidate
-from tessera.placement._collage import known_plans, place_collage
+from tessera.placement._collage import Progress, known_plans, place_collage
 from tessera.placement._costdb import Cost, CostDB, Record
+from tessera.placement._decide import Placement, place, replace_lost
 from tessera.placement._greedy import place_greedy
-from tessera.placement._measure import MeasureSettings, measure
-from tessera.placement._pins import METADATA_KEY, annotate, resolve_pins
+from tessera.placement._measure import Measurer, MeasureSettings
+from tessera.placement._measurers import LocalMeasurer
+from tessera.placement._pins import METADATA_KEY, PinSpec, annotate, resolve_pins
 from tessera.placement._plan import Partition, Plan, make_partitions
+from tessera.placement._race import race
 from tessera.placement._search import SearchResult, cheapest_cover
+from tessera.placement._stats import InvalidCandidate, SearchStats
 from tessera.placement._support import FALLBACK, SupportTable, candidate_targets
 
 __all__ = [
     "FALLBACK",
     "METADATA_KEY",
+    "Builder",
+    "Built",
     "Candidate",
     "Cost",
     "CostDB",
+    "InvalidCandidate",
+    "LocalMeasurer",
     "MeasureSettings",
+    "Measurer",
     "Partition",
+    "PinSpec",
+    "Placement",
     "Plan",
+    "Progress",
     "Record",
+    "Runnable",
     "SearchResult",
+    "SearchStats",
     "SupportTable",
     "annotate",
     "candidate_targets",
     "cheapest_cover",
     "known_plans",
     "make_partitions",
-    "measure",
+    "place",
     "place_collage",
     "place_greedy",
+    "race",
+    "replace_lost",
     "resolve_pins",
 ]

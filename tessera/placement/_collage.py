@@ -8,22 +8,40 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from tessera import backends
 from tessera.ir import Model, NodeSet, members
 from tessera.placement._candidates import Candidate, generate
 from tessera.placement._costdb import Cost, CostDB, fingerprint
 from tessera.placement._greedy import place_greedy
-from tessera.placement._measure import MeasureSettings, measure
+from tessera.placement._measure import Measurer
+from tessera.placement._measurers import LocalMeasurer
 from tessera.placement._plan import Plan, make_partitions
 from tessera.placement._search import SearchBudgetError, cheapest_cover
+from tessera.placement._stats import InvalidCandidate, SearchStats
 from tessera.placement._support import FALLBACK, SupportTable
 from tessera.placement._variants import keep_faster, small_candidates
 from tessera.target import Target
 
-Measurer = Callable[[Model, NodeSet, Target], Cost]
 Progress = Callable[[int, int, str], None]  # candidates priced, of all, current target
+
+
+@dataclass(frozen=True)
+class _Priced:
+    """Costs of a batch of candidates, and how they were found."""
+
+    costs: list[Cost]
+    candidates: int
+    measurements: int
+    cache_hits: int
+    measure_seconds: float
+
+    def __add__(self, other: _Priced) -> _Priced:
+        return _Priced(self.costs + other.costs, self.candidates + other.candidates,
+                       self.measurements + other.measurements,
+                       self.cache_hits + other.cache_hits,
+                       round(self.measure_seconds + other.measure_seconds, 3))
 
 
 def single_target_table(table: SupportTable, target: Target) -> SupportTable | None:
@@ -49,33 +67,31 @@ def known_plans(model: Model, table: SupportTable, min_block_size: int) -> dict[
 def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
                   max_candidate_size: int = 3, min_block_size: int = 1,
                   foreign_costs: bool = False, measurer: Measurer | None = None,
-                  progress: Progress | None = None, isolate: bool = False,
-                  measure_timeout: float = 120.0, partition_overhead_ms: float = 0.0
+                  progress: Progress | None = None, partition_overhead_ms: float = 0.0
                   ) -> tuple[Plan, dict[str, Plan]]:
     """The searched plan and the known plans it was bounded by (with their modelled costs).
     `partition_overhead_ms` is charged once per partition: a partition measured alone in a
     tight loop runs faster than inside a chain, where its pool must wake and its inputs
-    arrive cold (see `tessera.runtime._place`, which calibrates it end to end)."""
+    arrive cold (`_decide` calibrates it end to end). `measurer` defaults to the isolated
+    worker."""
     flow = model.dataflow
     plans = known_plans(model, table, min_block_size)
     index = {name: i for i, name in enumerate(flow.names)}
-    extra = [Candidate(_mask(p.nodes, index), Target(p.target))
+    extra = [Candidate(_mask(p.nodes, index), p.target)
              for plan in plans.values() for p in plan.partitions]
     candidates = generate(flow, table, max_candidate_size, extra)
-    run = measurer or (lambda m, mask, t: measure(m, mask, t, MeasureSettings(),
-                                                  isolate=isolate, timeout_s=measure_timeout))
-    costs, stats = _costs(model, candidates, db, run, foreign_costs, progress)
-    rescue = _uncovered_fallbacks(len(flow), table, candidates, costs)
+    run: Measurer = measurer or LocalMeasurer()
+    priced = _costs(model, candidates, db, run, foreign_costs, progress)
+    rescue = _uncovered_fallbacks(len(flow), table, candidates, priced.costs)
     if rescue:  # every candidate of these nodes failed to run: the reference takes them
-        more, more_stats = _costs(model, rescue, db, run, foreign_costs, progress)
-        candidates, costs = candidates + rescue, costs + more
-        stats = {k: v + more_stats[k] for k, v in stats.items()}  # type: ignore[operator]
+        priced = priced + _costs(model, rescue, db, run, foreign_costs, progress)
+        candidates = candidates + rescue
+    costs = priced.costs
     usable = [(c, costs[i]) for i, c in enumerate(candidates) if costs[i].ok]
     invalid = [(c, k) for c, k in zip(candidates, costs, strict=True) if not k.ok]
-    stats["invalid"] = len(invalid)
-    stats["invalid_examples"] = [  # what crashed, hung or failed, for explain
-        f"{c.target} on {', '.join(flow.names[j] for j in members(c.mask))[:80]}: {k.invalid}"
-        for c, k in invalid[:12]]
+    examples = tuple(  # what crashed, hung or failed, for explain
+        InvalidCandidate(str(c.target), tuple(flow.names[j] for j in members(c.mask)),
+                         k.invalid or "", k.fault) for c, k in invalid[:12])
     priced_at = {(c.mask, str(c.target)): float(k.ms) for c, k in zip(candidates, costs,
                                                                       strict=True)
                  if k.ok and k.ms is not None}
@@ -83,45 +99,49 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
         plan.partitions) for name, plan in plans.items()}
     bound = min(bounded.values(), default=math.inf)
     start = time.perf_counter()
+    states = pruned = None
+    truncated = None
     try:
         result = cheapest_cover(len(flow), _preds(model),
                                 [(c.mask, float(cost.ms or 0.0) + partition_overhead_ms)
                                  for c, cost in usable], bound)
         chosen = [usable[i] for i in result.chosen]
-        stats.update(states=result.states, pruned=result.pruned, modelled_ms=result.cost)
+        states, pruned, modelled = result.states, result.pruned, result.cost
     except SearchBudgetError as err:  # too wide to search exactly: the best known plan
         if bound == math.inf:
             raise
         fallback = min(bounded, key=lambda name: bounded[name])
         where = {(c.mask, str(c.target)): (c, k) for c, k in usable}
-        chosen = [where[(_mask(p.nodes, index), p.target)] for p in plans[fallback].partitions]
-        stats.update(search_truncated=f"{err}; kept the {fallback} plan", modelled_ms=bound)
-    stats["search_seconds"] = round(time.perf_counter() - start, 4)
+        chosen = [where[(_mask(p.nodes, index), str(p.target))]
+                  for p in plans[fallback].partitions]
+        truncated, modelled = f"{err}; kept the {fallback} plan", bound
+    search_seconds = round(time.perf_counter() - start, 4)
+    one_thread = None
     tried = small_candidates(chosen, sum(1 << i for i in table.pinned))
     if tried:  # small partitions may run faster on one thread: measured, not assumed
-        variant_costs, variant_stats = _costs(model, [c for _, c in tried], db, run,
-                                              foreign_costs, progress)
+        variants = _costs(model, [c for _, c in tried], db, run, foreign_costs, progress)
         before = sum(float(cost.ms or 0.0) for _, cost in chosen)
-        chosen, stats["one_thread_partitions"] = keep_faster(chosen, tried, variant_costs)
-        saved = before - sum(float(cost.ms or 0.0) for _, cost in chosen)
-        stats["modelled_ms"] = float(stats["modelled_ms"]) - saved  # type: ignore[arg-type]
+        chosen, one_thread = keep_faster(chosen, tried, variants.costs)
+        modelled -= before - sum(float(cost.ms or 0.0) for _, cost in chosen)
         candidates = candidates + [c for _, c in tried]
-        costs = costs + variant_costs
-        for key in ("candidates", "measurements", "cache_hits"):
-            stats[key] = int(stats[key]) + int(variant_stats[key])  # type: ignore[call-overload]
-    stats["bound_ms"] = None if bound == math.inf else bound
-    stats["partition_overhead_ms"] = partition_overhead_ms
+        priced = priced + variants
+    stats = SearchStats(
+        candidates=priced.candidates, measurements=priced.measurements,
+        cache_hits=priced.cache_hits, measure_seconds=priced.measure_seconds,
+        invalid=len(invalid), invalid_examples=examples, states=states, pruned=pruned,
+        modelled_ms=modelled, search_seconds=search_seconds, search_truncated=truncated,
+        one_thread_partitions=one_thread, bound_ms=None if bound == math.inf else bound,
+        partition_overhead_ms=partition_overhead_ms)
     parts = make_partitions(flow, [(c.mask, c.target, cost.ms) for c, cost in chosen])
-    decisions = _decisions(model, table, chosen, candidates, costs)
-    priced = {name: replace(plan, partitions=tuple(
-        replace(p, cost_ms=priced_at.get((_mask(p.nodes, index), p.target)))
+    decisions = _decisions(model, table, chosen, candidates, priced.costs)
+    known = {name: replace(plan, partitions=tuple(
+        replace(p, cost_ms=priced_at.get((_mask(p.nodes, index), str(p.target))))
         for p in plan.partitions)) for name, plan in plans.items()}
-    return Plan(parts, "collage", table.reasons, decisions, stats), priced
+    return Plan(parts, "collage", table.reasons, decisions, stats), known
 
 
 def _costs(model: Model, candidates: list[Candidate], db: CostDB | None, run: Measurer,
-           foreign: bool, progress: Progress | None = None
-           ) -> tuple[list[Cost], dict[str, object]]:
+           foreign: bool, progress: Progress | None = None) -> _Priced:
     """Each candidate's cost, measured target by target (in blocks: a spinning pool of one
     backend must not slow the next one's measurements)."""
     costs: list[Cost | None] = [None] * len(candidates)
@@ -157,9 +177,8 @@ def _costs(model: Model, candidates: list[Candidate], db: CostDB | None, run: Me
         costs[i] = known
         if progress is not None:
             progress(hits + measured, len(candidates), str(target))
-    stats: dict[str, object] = {"candidates": len(candidates), "measurements": measured,
-                                "cache_hits": hits, "measure_seconds": round(spent, 3)}
-    return [c for c in costs if c is not None], stats
+    return _Priced([c for c in costs if c is not None], len(candidates), measured, hits,
+                   round(spent, 3))
 
 
 def _uncovered_fallbacks(count: int, table: SupportTable, candidates: list[Candidate],
@@ -182,7 +201,7 @@ def _mask(nodes: tuple[str, ...], index: dict[str, int]) -> NodeSet:
 
 def _plan_cost(plan: Plan, index: dict[str, int],
                priced_at: dict[tuple[NodeSet, str], float]) -> float:
-    costs = [priced_at.get((_mask(p.nodes, index), p.target)) for p in plan.partitions]
+    costs = [priced_at.get((_mask(p.nodes, index), str(p.target))) for p in plan.partitions]
     return math.inf if any(c is None for c in costs) else sum(c for c in costs if c is not None)
 
 

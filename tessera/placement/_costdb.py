@@ -2,8 +2,8 @@
 record's key is the target's tuning key, the subgraph's structural hash and the machine
 fingerprint (CPU model, core count, the backend library's version). WAL mode lets concurrent
 compiles write without losing records; an insert never replaces a newer record. The schema
-version is stored (`PRAGMA user_version`): a corrupt file or one of an older layout is moved
-aside (never deleted) and rebuilt, with a CacheWarning."""
+version is stored (`PRAGMA user_version`): a file of schema 1 is migrated in place; a corrupt
+file or an unknown layout is moved aside (never deleted) and rebuilt, with a CacheWarning."""
 
 from __future__ import annotations
 
@@ -23,12 +23,15 @@ from typing import Any
 from tessera._private.cache import cache_dir
 from tessera.errors import CacheWarning, TesseraError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _COLUMNS = ["tuning_key", "structure", "fingerprint", "ms", "spread", "samples", "invalid",
-            "measured_at"]
+            "measured_at", "fault"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS costs (
+# Each kind of record has its own table: one candidate's cost, a searched plan (so a warm
+# compile skips the search), a whole plan's end-to-end latency, and the per-partition chain
+# overhead calibrated for a set of backends.
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS costs (
     tuning_key TEXT NOT NULL,
     structure TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
@@ -37,18 +40,36 @@ CREATE TABLE IF NOT EXISTS costs (
     samples INTEGER NOT NULL,
     invalid TEXT,
     measured_at REAL NOT NULL,
-    PRIMARY KEY (tuning_key, structure, fingerprint)
-)"""
-
-# Searched plans, so a warm compile skips the search. Added to schema 1 without a bump: an
-# older tessera ignores the table. A plan is derived from the costs, so importing costs
-# clears it.
-_PLANS = """
-CREATE TABLE IF NOT EXISTS plans (
+    fault TEXT,             -- crashed / hung / out of memory in the measuring worker
+    PRIMARY KEY (tuning_key, structure, fingerprint))""",
+    """CREATE TABLE IF NOT EXISTS plans (
     key TEXT PRIMARY KEY,
     plan TEXT NOT NULL,
-    saved_at REAL NOT NULL
-)"""
+    saved_at REAL NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS latencies (
+    plan_key TEXT NOT NULL,
+    structure TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    ms REAL NOT NULL,
+    measured_at REAL NOT NULL,
+    PRIMARY KEY (plan_key, structure, fingerprint))""",
+    """CREATE TABLE IF NOT EXISTS overheads (
+    backends TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    ms REAL NOT NULL,
+    measured_at REAL NOT NULL,
+    PRIMARY KEY (backends, fingerprint))""",
+)
+
+# Schema 1 kept latencies and overheads as cost rows under made-up tuning keys.
+_MIGRATE_FROM_1 = (
+    "ALTER TABLE costs ADD COLUMN fault TEXT",
+    "INSERT OR REPLACE INTO latencies SELECT substr(tuning_key, 6), structure, fingerprint, "
+    "ms, measured_at FROM costs WHERE tuning_key LIKE 'plan:%' AND ms IS NOT NULL",
+    "INSERT OR REPLACE INTO overheads SELECT substr(tuning_key, 10), fingerprint, ms, "
+    "measured_at FROM costs WHERE tuning_key LIKE 'overhead:%' AND ms IS NOT NULL",
+    "DELETE FROM costs WHERE tuning_key LIKE 'plan:%' OR tuning_key LIKE 'overhead:%'",
+)
 
 
 @dataclass(frozen=True)
@@ -60,14 +81,15 @@ class Cost:
     spread: float = 0.0
     samples: int = 0
     invalid: str | None = None
+    fault: str | None = None  # 'crashed', 'hung' or 'out of memory': the worker was lost
 
     @property
     def ok(self) -> bool:
         return self.invalid is None and self.ms is not None
 
     @classmethod
-    def failed(cls, reason: str) -> Cost:
-        return cls(None, 0.0, 0, reason)
+    def failed(cls, reason: str, fault: str | None = None) -> Cost:
+        return cls(None, 0.0, 0, reason, fault)
 
 
 @dataclass(frozen=True)
@@ -87,7 +109,8 @@ class Record:
     def from_json(cls, line: str) -> Record:
         data = json.loads(line)
         return cls(data["tuning_key"], data["structure"], data["fingerprint"],
-                   Cost(data["ms"], data["spread"], data["samples"], data["invalid"]),
+                   Cost(data["ms"], data["spread"], data["samples"], data["invalid"],
+                        data.get("fault")),
                    float(data["measured_at"]))
 
 
@@ -135,12 +158,17 @@ class CostDB:
                 raise TesseraError(
                     f"cost database {self.path} has schema {version}, newer than this tessera "
                     f"({SCHEMA_VERSION}); upgrade tessera or set TESSERA_COST_DB elsewhere")
-            if columns and columns != _COLUMNS:
+            migrate = version == 1 and columns == _COLUMNS[:-1]
+            if columns and columns != _COLUMNS and not migrate:
                 raise sqlite3.DatabaseError(f"an older layout (schema {version})")
-            db.execute(_SCHEMA)
-            db.execute(_PLANS)
-            db.execute("PRAGMA integrity_check").fetchone()
+            db.execute("BEGIN IMMEDIATE")
+            for table in _TABLES:
+                db.execute(table)
+            for step in _MIGRATE_FROM_1 if migrate else ():
+                db.execute(step)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            db.execute("COMMIT")
+            db.execute("PRAGMA integrity_check").fetchone()
 
     def _rebuild(self, why: str) -> None:
         aside = self.path.with_name(f"{self.path.name}.{int(time.time())}.bad")
@@ -159,7 +187,7 @@ class CostDB:
     def get(self, tuning_key: str, structure: str, fingerprint: str) -> Cost | None:
         with self._lock, self._connect() as db:
             row = db.execute(
-                "SELECT ms, spread, samples, invalid FROM costs WHERE tuning_key=? AND "
+                "SELECT ms, spread, samples, invalid, fault FROM costs WHERE tuning_key=? AND "
                 "structure=? AND fingerprint=?", (tuning_key, structure, fingerprint)
             ).fetchone()
         return Cost(*row) if row else None
@@ -168,7 +196,7 @@ class CostDB:
         """The newest record from any machine: used only when the caller asks for it."""
         with self._lock, self._connect() as db:
             row = db.execute(
-                "SELECT ms, spread, samples, invalid FROM costs WHERE tuning_key=? AND "
+                "SELECT ms, spread, samples, invalid, fault FROM costs WHERE tuning_key=? AND "
                 "structure=? ORDER BY measured_at DESC LIMIT 1", (tuning_key, structure)
             ).fetchone()
         return Cost(*row) if row else None
@@ -181,15 +209,16 @@ class CostDB:
     def put_many(self, records: Iterable[Record]) -> int:
         """Insert records, keeping the newer of two for one key. Returns how many landed."""
         rows = [(r.tuning_key, r.structure, r.fingerprint, r.cost.ms, r.cost.spread,
-                 r.cost.samples, r.cost.invalid, r.measured_at) for r in records]
+                 r.cost.samples, r.cost.invalid, r.measured_at, r.cost.fault) for r in records]
         with self._lock, self._connect() as db:
             before = db.total_changes
             db.execute("BEGIN IMMEDIATE")
             db.executemany(
-                "INSERT INTO costs VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "INSERT INTO costs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tuning_key, structure, fingerprint) DO UPDATE SET "
                 "ms=excluded.ms, spread=excluded.spread, samples=excluded.samples, "
-                "invalid=excluded.invalid, measured_at=excluded.measured_at "
+                "invalid=excluded.invalid, measured_at=excluded.measured_at, "
+                "fault=excluded.fault "
                 "WHERE excluded.measured_at > costs.measured_at", rows)
             db.execute("COMMIT")
             return db.total_changes - before
@@ -203,6 +232,30 @@ class CostDB:
         with self._lock, self._connect() as db:
             db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", (key, plan, time.time()))
 
+    def get_latency(self, plan_key: str, structure: str, fingerprint: str) -> float | None:
+        """A whole plan's end-to-end latency (ms) on this model structure and machine."""
+        with self._lock, self._connect() as db:
+            row = db.execute("SELECT ms FROM latencies WHERE plan_key=? AND structure=? AND "
+                             "fingerprint=?", (plan_key, structure, fingerprint)).fetchone()
+        return float(row[0]) if row else None
+
+    def put_latency(self, plan_key: str, structure: str, fingerprint: str, ms: float) -> None:
+        with self._lock, self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO latencies VALUES (?, ?, ?, ?, ?)",
+                       (plan_key, structure, fingerprint, ms, time.time()))
+
+    def get_overhead(self, backends: str, fingerprint: str) -> float | None:
+        """The per-partition chain overhead (ms) calibrated for a set of backends."""
+        with self._lock, self._connect() as db:
+            row = db.execute("SELECT ms FROM overheads WHERE backends=? AND fingerprint=?",
+                             (backends, fingerprint)).fetchone()
+        return float(row[0]) if row else None
+
+    def put_overhead(self, backends: str, fingerprint: str, ms: float) -> None:
+        with self._lock, self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO overheads VALUES (?, ?, ?, ?)",
+                       (backends, fingerprint, ms, time.time()))
+
     def forget_plans(self) -> int:
         with self._lock, self._connect() as db:
             return int(db.execute("DELETE FROM plans").rowcount)
@@ -211,8 +264,8 @@ class CostDB:
         with self._lock, self._connect() as db:
             rows = db.execute("SELECT * FROM costs ORDER BY tuning_key, structure, "
                               "fingerprint").fetchall()
-        for key, structure, finger, ms, spread, samples, invalid, at in rows:
-            yield Record(key, structure, finger, Cost(ms, spread, samples, invalid), at)
+        for key, structure, finger, ms, spread, samples, invalid, at, fault in rows:
+            yield Record(key, structure, finger, Cost(ms, spread, samples, invalid, fault), at)
 
     def export(self, path: Path | str) -> int:
         from tessera._private.cache import atomic_write_bytes
@@ -239,4 +292,7 @@ class CostDB:
         with self._lock, self._connect() as db:
             count = db.execute("SELECT COUNT(*) FROM costs").fetchone()[0]
             plans = db.execute("SELECT COUNT(*) FROM plans").fetchone()[0]
-        return {"path": str(self.path), "records": count, "plans": plans}
+            latencies = db.execute("SELECT COUNT(*) FROM latencies").fetchone()[0]
+            overheads = db.execute("SELECT COUNT(*) FROM overheads").fetchone()[0]
+        return {"path": str(self.path), "records": count, "plans": plans,
+                "latencies": latencies, "overheads": overheads}

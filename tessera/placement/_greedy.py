@@ -8,6 +8,7 @@ from __future__ import annotations
 from tessera.ir import Model, members
 from tessera.placement._groups import GroupGraph, fuse
 from tessera.placement._plan import Plan, make_partitions
+from tessera.placement._stats import SearchStats
 from tessera.placement._support import SupportTable
 from tessera.target import Target
 
@@ -41,10 +42,8 @@ def place_greedy(model: Model, table: SupportTable, min_block_size: int = 1) -> 
                     + (f" ({decisions[flow.names[i]]})" if flow.names[i] in decisions else ""))
     ordered = [(mask, owner[next(members(mask))], None) for mask in groups.groups_in_order()]
     parts = make_partitions(flow, [(m, t, c) for m, t, c in ordered if t is not None])
-    return Plan(parts, "greedy", table.reasons, decisions, {"candidates": 0,
-                                                             "measurements": 0,
-                                                             "cache_hits": 0,
-                                                             "search_seconds": 0.0})
+    return Plan(parts, "greedy", table.reasons, decisions,
+                SearchStats(candidates=0, measurements=0, cache_hits=0, search_seconds=0.0))
 
 
 def _has_later(table: SupportTable, mask: int, rank: int) -> bool:

@@ -20,10 +20,9 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
+from tessera.config import MEASURE_TIMEOUT_S
 from tessera.placement._costdb import Cost
-from tessera.placement._measure import MeasureSettings
-
-DEFAULT_TIMEOUT_S = 120.0
+from tessera.placement._measure import MeasureSettings, measure_submodel
 
 
 @contextlib.contextmanager
@@ -58,7 +57,7 @@ class MeasureWorker:
         child.close()
 
     def measure(self, submodel: bytes, target: str, settings: MeasureSettings,
-                timeout_s: float = DEFAULT_TIMEOUT_S) -> Cost:
+                timeout_s: float = MEASURE_TIMEOUT_S) -> Cost:
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._start()
@@ -68,23 +67,26 @@ class MeasureWorker:
                     return Cost(*self._conn.recv())
             except (EOFError, OSError):
                 pass
-            return Cost.failed(self._lost(timeout_s))
+            return self._lost(timeout_s)
 
-    def _lost(self, timeout_s: float) -> str:
+    def _lost(self, timeout_s: float) -> Cost:
         """Why the worker gave no answer; it is replaced before the next candidate."""
         process, self._process = self._process, None
         self.restarts += 1
         if process.is_alive():
             process.kill()
             process.join(5)
-            return f"hung: no result within {timeout_s:g} s (the worker was killed)"
+            return Cost.failed(f"hung: no result within {timeout_s:g} s (the worker was "
+                               "killed)", "hung")
         process.join(5)
         code = process.exitcode
         if code is not None and code < 0:
             name = signal.Signals(-code).name
+            fault = "out of memory" if name == "SIGKILL" else "crashed"
             what = "ran out of memory" if name == "SIGKILL" else "crashed"
-            return f"{what}: the backend killed its process with {name}"
-        return f"crashed: the backend exited its process with status {code}"
+            return Cost.failed(f"{what}: the backend killed its process with {name}", fault)
+        return Cost.failed(f"crashed: the backend exited its process with status {code}",
+                           "crashed")
 
     def close(self) -> None:
         with self._lock:
@@ -102,7 +104,6 @@ class MeasureWorker:
 def _serve(conn: Any) -> None:
     import onnx
 
-    from tessera.placement._measure import measure_submodel
     from tessera.target import Target
 
     for module in filter(None, os.environ.get("TESSERA_PLUGINS", "").split(",")):
@@ -131,4 +132,4 @@ def shared_worker() -> MeasureWorker:
         return _shared
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "MeasureWorker", "shared_worker"]
+__all__ = ["MeasureWorker", "shared_worker"]

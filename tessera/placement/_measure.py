@@ -1,20 +1,22 @@
 """Measuring a candidate: compile its submodel on its target, run it on random inputs of its
 shapes, warm up, then take the median of several timed runs. The run is exactly what the
 executor does at a partition (numpy in, numpy out), so the handoff of tensors across the
-partition's boundary is part of what is measured."""
+partition's boundary is part of what is measured.
+
+The search measures through a `Measurer` (see `_measurers`): in this process, or in the
+isolated worker, where a backend that crashes or hangs costs only its candidate."""
 
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tessera import backends
+from tessera._private.text import first_line
+from tessera._private.timing import time_block
 from tessera.backends._inputs import random_inputs
-from tessera.backends._threads import ThreadPolicy
 from tessera.errors import TesseraError
-from tessera.ir import Model, NodeSet, extract_submodel
+from tessera.ir import Model, NodeSet
 from tessera.placement._costdb import Cost
 from tessera.target import Target
 
@@ -30,48 +32,28 @@ class MeasureSettings:
     budget_s: float = 0.25  # per candidate, once min_runs are done
 
 
-def measure(model: Model, mask: NodeSet, target: Target,
-            settings: MeasureSettings = MeasureSettings(), *, isolate: bool = False,
-            timeout_s: float = 120.0) -> Cost:
-    """The candidate's cost; with `isolate`, measured in the worker process (a crash or a
-    hang there marks the candidate invalid instead of ending the compile)."""
-    # a candidate becomes one partition of a mixed plan: measure it under that plan's policy
-    target = ThreadPolicy.for_partitions(2).apply(target)
-    try:
-        submodel = extract_submodel(model, mask)
-    except TesseraError as err:
-        return Cost.failed(_line(err))
-    if isolate:
-        from tessera.placement._isolated import shared_worker
+class Measurer(Protocol):
+    """Prices one candidate: its cost, or a failed cost with the reason. Never raises."""
 
-        return shared_worker().measure(submodel.SerializeToString(), str(target), settings,
-                                       timeout_s)
-    return measure_submodel(submodel, target, settings)
+    def __call__(self, model: Model, mask: NodeSet, target: Target) -> Cost: ...
 
 
 def measure_submodel(submodel: onnx.ModelProto, target: Target,
-                     settings: MeasureSettings = MeasureSettings()) -> Cost:
+                     settings: MeasureSettings | None = None) -> Cost:
+    settings = settings or MeasureSettings()
     try:
         compiled = backends.get(target.kind.name).compile(submodel, target)
         feeds = random_inputs(compiled)
         if feeds is None:
             return Cost.failed("inputs have no static shape to measure with")
-        for _ in range(settings.warmup):
-            compiled.run(feeds)
-        samples: list[float] = []
-        start = time.perf_counter()
-        while len(samples) < settings.max_runs and (
-                len(samples) < settings.min_runs
-                or time.perf_counter() - start < settings.budget_s):
-            began = time.perf_counter()
-            compiled.run(feeds)
-            samples.append((time.perf_counter() - began) * 1e3)
+        latency = time_block(lambda: compiled.run(feeds), warmup=settings.warmup,
+                             min_runs=settings.min_runs, max_runs=settings.max_runs,
+                             seconds=settings.budget_s)
     except TesseraError as err:
-        return Cost.failed(_line(err))
+        return Cost.failed(first_line(err))
     except Exception as err:  # a backend's own failure must not end the compile
-        return Cost.failed(f"{type(err).__name__}: {_line(err)}")
-    return Cost(statistics.median(samples), max(samples) - min(samples), len(samples))
+        return Cost.failed(f"{type(err).__name__}: {first_line(err)}")
+    return Cost(latency.median_ms, latency.spread_ms, latency.runs)
 
 
-def _line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+__all__ = ["MeasureSettings", "Measurer", "measure_submodel"]

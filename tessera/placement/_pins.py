@@ -73,7 +73,7 @@ def annotate(model: Model, plan: Plan, only: Iterable[str] | None = None) -> onn
     copy = onnx.ModelProto()
     copy.CopyFrom(model.proto)
     flow = DataflowGraph(copy.graph)  # same order as the model's: nodes are references
-    where = {n: p.target for p in plan.partitions for n in p.nodes}
+    where = {n: str(p.target) for p in plan.partitions for n in p.nodes}
     keep = None if only is None else dict.fromkeys(only)
     for name, node in zip(flow.names, flow.nodes, strict=True):
         if name not in where or (keep is not None and name not in keep):

@@ -6,24 +6,35 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tessera.errors import PartitionError
+from tessera.errors import PartitionError, TesseraError
 from tessera.ir import DataflowGraph, NodeSet, members
+from tessera.placement._stats import SearchStats
 from tessera.target import Target
 
 
 @dataclass(frozen=True)
 class Partition:
-    target: str  # canonical target string
+    target: Target  # everything downstream needs to build it; JSON holds its string
     nodes: tuple[str, ...]  # node names, in topological order
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     cost_ms: float | None = None  # measured latency of this partition alone, when known
 
+    def __post_init__(self) -> None:
+        given: object = self.target
+        if not isinstance(given, Target):  # a string or dict form: parsed once, here
+            object.__setattr__(self, "target", Target(given))  # type: ignore[arg-type]
+
+    @property
+    def kind(self) -> str:
+        """The backend's kind name."""
+        return self.target.kind.name
+
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "nodes": list(self.nodes), "inputs": list(self.inputs),
+        return {"target": str(self.target), "nodes": list(self.nodes), "inputs": list(self.inputs),
                 "outputs": list(self.outputs), "cost_ms": self.cost_ms}
 
 
@@ -35,12 +46,25 @@ class Plan:
     reasons: dict[str, dict[str, str]] = field(default_factory=dict, compare=False)
     # node name -> why it went where it did (pinned, first in priority, cheaper by ...)
     decisions: dict[str, str] = field(default_factory=dict, compare=False)
-    # candidates, measurements, cache_hits, search_seconds, measure_seconds, ...
-    stats: dict[str, Any] = field(default_factory=dict, compare=False)
+    # what the placement did: measurements, the end-to-end race, the guard, ...
+    stats: SearchStats = field(default_factory=SearchStats, compare=False)
+
+    def __post_init__(self) -> None:
+        given: object = self.stats
+        if not isinstance(given, SearchStats):  # a mapping, from JSON or a caller
+            object.__setattr__(self, "stats", SearchStats.create(given))  # type: ignore[arg-type]
 
     @property
-    def targets(self) -> list[str]:
+    def targets(self) -> list[Target]:
         return list(dict.fromkeys(p.target for p in self.partitions))
+
+    @property
+    def kinds(self) -> list[str]:
+        """The backends the plan uses, sorted."""
+        return sorted({p.kind for p in self.partitions})
+
+    def with_stats(self, **changes: Any) -> Plan:
+        return replace(self, stats=self.stats.merged(**changes))
 
     @property
     def cost_ms(self) -> float | None:
@@ -58,7 +82,7 @@ class Plan:
         return {"version": 2, "partitioner": self.partitioner,
                 "partitions": [p.to_dict() for p in self.partitions],
                 "boundaries": [list(b) for b in self.boundaries],
-                "stats": self.stats, "decisions": self.decisions, "reasons": self.reasons}
+                "stats": self.stats.to_dict(), "decisions": self.decisions, "reasons": self.reasons}
 
     def to_json(self, *, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -71,8 +95,9 @@ class Plan:
                                     tuple(p["outputs"]), p.get("cost_ms"))
                           for p in data["partitions"])
             return cls(parts, data["partitioner"], dict(data.get("reasons", {})),
-                       dict(data.get("decisions", {})), dict(data.get("stats", {})))
-        except (ValueError, KeyError, TypeError) as err:
+                       dict(data.get("decisions", {})),
+                       SearchStats.create(data.get("stats", {})))
+        except (ValueError, KeyError, TypeError, TesseraError) as err:
             raise PartitionError(f"not a tessera plan: {type(err).__name__}: {err}") from err
 
     def summary(self) -> str:
@@ -93,6 +118,6 @@ def make_partitions(flow: DataflowGraph,
     parts = []
     for mask, target, cost in groups:
         inputs, outputs = flow.boundary(mask)
-        parts.append(Partition(str(target), tuple(flow.names[i] for i in members(mask)),
+        parts.append(Partition(Target(target), tuple(flow.names[i] for i in members(mask)),
                                tuple(inputs), tuple(outputs), cost))
     return tuple(parts)

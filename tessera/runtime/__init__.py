@@ -1,9 +1,15 @@
-"""Build and run: compile a plan's partitions and chain them."""
+"""Build and run: compile a plan's partitions, chain them, save and load artifacts."""
 
 from __future__ import annotations
 
 from tessera.runtime._artifact import FallbackWarning, load
-from tessera.runtime._compiled import CompiledModel, build_partitions, compile
-from tessera.runtime._place import partition
+from tessera.runtime._compiled import (
+    CompiledModel,
+    RuntimeBuilder,
+    build_partitions,
+    compile,
+    partition,
+)
 
-__all__ = ["CompiledModel", "FallbackWarning", "build_partitions", "compile", "load", "partition"]
+__all__ = ["CompiledModel", "FallbackWarning", "RuntimeBuilder", "build_partitions", "compile",
+           "load", "partition"]

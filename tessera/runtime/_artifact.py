@@ -17,7 +17,7 @@ import os
 import time
 import warnings
 import zipfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from tessera._private.cache import atomic_file
 from tessera.backends._threads import ThreadPolicy, core_budget
 from tessera.config import CompilationConfig
 from tessera.errors import ArtifactError, TesseraError
+from tessera.placement import replace_lost
 from tessera.target import Target
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def save(compiled: CompiledModel, path: Path) -> Path:
         name = f"partitions/{i:03d}.onnx"
         entries[name] = _externalize(submodel_of(compiled.model, part.nodes), tensors)
         backend = backends.get(built.backend)
-        record: dict[str, Any] = {"target": part.target, "built_as": str(built.target),
+        record: dict[str, Any] = {"target": str(part.target), "built_as": str(built.target),
                                   "submodel": name, "cache": None, "cache_format": None}
         try:
             cache = backend.export_cache(built)
@@ -79,7 +80,7 @@ def save(compiled: CompiledModel, path: Path) -> Path:
     entries.update(tensors)
     entries["plan.json"] = compiled.plan.to_json().encode()
     entries["config.json"] = compiled.config.to_json().encode()
-    used = sorted({Target(p.target).kind.name for p in compiled.plan.partitions})
+    used = compiled.plan.kinds
     manifest = {
         "format": FORMAT,
         "version": VERSION,
@@ -246,7 +247,7 @@ def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> Compi
                 f"{artifact.path} cannot be loaded as saved: {detail}. Install the saved "
                 "versions, recompile, or load with allow_fallback=True (CLI: "
                 "--allow-fallback) to re-place those partitions")
-        plan = _replace_partitions(model, config, plan, set(problems))
+        plan = replace_lost(model, config, plan, sorted(problems))
         warnings.warn(f"{artifact.path}: {detail}; re-placed those partitions without them",
                       FallbackWarning, stacklevel=2)
         records = [None] * len(plan.partitions)
@@ -261,13 +262,13 @@ def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> Compi
     return compiled
 
 
-def _build(artifact: Artifact, model: Model, target_text: str, nodes: tuple[str, ...],
+def _build(artifact: Artifact, model: Model, target: Target, nodes: tuple[str, ...],
            record: dict[str, Any] | None, same_machine: bool, policy: ThreadPolicy
            ) -> tuple[Compiled, str]:
     """The partition built, and from what: 'cache', 'submodel' or 're-placed'."""
     from tessera.runtime._compiled import submodel_of
 
-    target = policy.apply(Target(target_text))
+    target = policy.apply(target)
     backend = backends.get(target.kind.name)
     if record is None:
         return backend.compile(submodel_of(model, nodes), target), "re-placed"
@@ -298,22 +299,6 @@ def _backend_problems(manifest: dict[str, Any]) -> dict[str, str]:
         elif availability.version != saved:
             problems[name] = f"saved with {name} {saved}, installed {availability.version}"
     return problems
-
-
-def _replace_partitions(model: Model, config: CompilationConfig, plan: Plan,
-                        lost: set[str]) -> Plan:
-    from tessera.placement import SupportTable, place_greedy, resolve_pins
-
-    kept = [p for p in plan.partitions if Target(p.target).kind.name not in lost]
-    remaining = [str(t) for t in config.priority if t.kind.name not in lost] or ["reference"]
-    fallback_config = CompilationConfig.create(
-        remaining, config.host,
-        **{**config.options.to_dict(), "fallback": True, "partitioner": "greedy"})
-    pins = {node: p.target for p in kept for node in p.nodes}
-    table = SupportTable.build(model, fallback_config, None,
-                               resolve_pins(model.dataflow, pins or None))
-    placed = place_greedy(model, table, 1)
-    return replace(placed, stats={**placed.stats, "fallback_from": sorted(lost)})
 
 
 def _sha(data: bytes) -> str:

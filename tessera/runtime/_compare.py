@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tessera._private.timing import time_block
 from tessera.config import CompilationConfig
 from tessera.errors import TesseraError
 from tessera.ir import Model
 from tessera.placement._collage import Progress
-from tessera.runtime._timing import time_block
 
 
 @dataclass

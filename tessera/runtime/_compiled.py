@@ -10,18 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tessera import backends
+from tessera._private.text import first_line
 from tessera.backends import Compiled
 from tessera.backends._protocol import InputCheck, TensorSpec
 from tessera.backends._threads import ThreadPolicy, prepare_environment
 from tessera.config import CompilationConfig
 from tessera.errors import CompileError
 from tessera.ir import Model, extract_submodel, load_model
-from tessera.placement import Plan
-from tessera.placement._collage import Progress
-from tessera.placement._pins import PinSpec
-from tessera.placement._variants import base_target
-from tessera.runtime._guard import check_partition
-from tessera.target import Target
+from tessera.placement import FALLBACK, Built, PinSpec, Plan, Progress, place
 
 if TYPE_CHECKING:
     import numpy as np
@@ -105,7 +101,7 @@ def plan_devices(plan: Plan) -> list[Transfer]:
     device_of: dict[str, str] = {}
     transfers = []
     for i, part in enumerate(plan.partitions):
-        device = Target(part.target).device_type
+        device = part.target.device_type
         for name in part.inputs:
             source = device_of.get(name, "cpu")
             if source != device:
@@ -115,85 +111,82 @@ def plan_devices(plan: Plan) -> list[Transfer]:
     return transfers
 
 
+def as_config(config: Any, options: Mapping[str, Any]) -> CompilationConfig:
+    """`config` as a CompilationConfig (anything `create` takes), with flow `options`."""
+    if isinstance(config, CompilationConfig):
+        return CompilationConfig.create(config, **options) if options else config
+    return CompilationConfig.create(config if config is not None else "onnxruntime", **options)
+
+
 def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
             progress: Progress | None = None, **options: Any) -> CompiledModel:
     """Place `model` (a path, bytes or ModelProto) on the backends of `config` (anything
     `CompilationConfig.create` takes) and compile every partition. `pins` fix nodes to
     targets and `progress` follows the measuring (see `tessera.partition`); `options` are
     flow options (partitioner='greedy', fallback=False, threads='shared', ...)."""
-    from tessera.runtime._place import as_config, place
-    from tessera.runtime._remember import remember_guard_passed
-
     loaded = model if isinstance(model, Model) else load_model(model)
     config = as_config(config, options)
     prepare_environment(len(config.priority))
-    banned: dict[str, dict[str, str]] = {}
-    while True:
-        plan, built = place(loaded, config, pins, banned, progress)
-        # a remembered plan that passed the guard before is not checked again
-        guard = config.options.numeric_guard and plan.stats.get("numeric_guard") != "passed"
-        if built is not None:
-            parts = built.parts
-            verdicts = guard_partitions(loaded, plan, parts) if guard else {}
-        else:
-            parts, verdicts = build_partitions(loaded, plan, policy_for(config, plan),
-                                               guard=guard, warm=config.options.compile_cache)
-        if not verdicts:
-            if guard:
-                plan = remember_guard_passed(plan)
-            return CompiledModel(loaded, config, plan, parts)
-        for index, reason in verdicts.items():  # each round bans at least one pair: it ends
-            part = plan.partitions[index]
-            if part.target == "reference":
-                continue
-            for node in part.nodes:  # a one-thread variant bans the target it came from
-                for target in dict.fromkeys((part.target, base_target(part.target))):
-                    banned.setdefault(node, {})[target] = reason
+    placed = place(loaded, config, pins=pins, builder=RuntimeBuilder(), build=True,
+                   progress=progress)
+    assert placed.built is not None  # build=True with a builder always builds
+    return CompiledModel(loaded, config, placed.plan,
+                         [p for p in placed.built.parts if p is not None])
 
 
-def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, guard: bool = False,
-                     warm: bool = False) -> tuple[list[Compiled], dict[int, str]]:
+def partition(model: Any, config: Any = None, partitioner: str | None = None,
+              pins: PinSpec = None, progress: Progress | None = None,
+              **options: Any) -> Plan:
+    """The plan for `model` (a path, bytes, ModelProto or loaded Model) on `config`'s
+    targets. `partitioner` is 'collage' or 'greedy' (default: the config's, where 'auto' is
+    collage with several targets); `pins` maps node names or 're:<regex>' to targets."""
+    if partitioner is not None:
+        options = {**options, "partitioner": partitioner}
+    loaded = model if isinstance(model, Model) else load_model(model)
+    config = as_config(config, options)
+    return place(loaded, config, pins=pins, builder=RuntimeBuilder(),
+                 progress=progress).plan
+
+
+class RuntimeBuilder:
+    """Builds plans for placement's race and guard (`tessera.placement.Builder`)."""
+
+    def build(self, model: Model, config: CompilationConfig, plan: Plan) -> Built:
+        policy = policy_for(config, plan)
+        parts, failures = build_partitions(model, plan, policy,
+                                           warm=config.options.compile_cache)
+        runnable = None if failures else CompiledModel(
+            model, config, plan, [p for p in parts if p is not None], policy)
+        return Built(plan, tuple(parts), failures, runnable)
+
+
+def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bool = False
+                     ) -> tuple[list[Compiled | None], dict[int, str]]:
     """Each partition compiled under the plan's thread policy (through the warm cache of
-    compiled partitions with `warm`), and the partitions that failed to compile or (with
-    `guard`) disagree with the reference, with the reason. The reference is never judged."""
+    compiled partitions with `warm`; None where it failed), and why the failed ones failed.
+    The reference's own failure is raised: nothing can stand in for it."""
     from tessera.runtime._warm import compile_partition
 
-    parts: list[Compiled] = []
-    verdicts: dict[int, str] = {}
+    parts: list[Compiled | None] = []
+    failures: dict[int, str] = {}
     for i, part in enumerate(plan.partitions):
-        target = policy.apply(Target(part.target))
+        target = policy.apply(part.target)
         mask = model.node_set(part.nodes)
         submodel = extract_submodel(model, mask)
         try:
             compiled = (compile_partition(model, mask, submodel, target) if warm else
                         backends.get(target.kind.name).compile(submodel, target))
         except CompileError as err:
-            if target.kind.name == "reference":
+            if part.kind == FALLBACK.kind.name:
                 raise
-            verdicts[i] = f"compile failed: {str(err).splitlines()[0][:200]}"
-            continue
+            failures[i] = f"compile failed: {first_line(err)}"
+            compiled = None
         parts.append(compiled)
-        if guard and target.kind.name != "reference":
-            verdict = check_partition(submodel, compiled)
-            if verdict:
-                verdicts[i] = verdict
-    return parts, verdicts
+    return parts, failures
 
 
 def submodel_of(model: Model, nodes: tuple[str, ...] | list[str]) -> onnx.ModelProto:
     return extract_submodel(model, model.node_set(nodes))
-
-
-def guard_partitions(model: Model, plan: Plan, parts: list[Compiled]) -> dict[int, str]:
-    """The numeric guard's verdicts on already built partitions."""
-    verdicts = {}
-    for i, (part, compiled) in enumerate(zip(plan.partitions, parts, strict=True)):
-        if Target(part.target).kind.name != "reference":
-            submodel = submodel_of(model, part.nodes)
-            verdict = check_partition(submodel, compiled)
-            if verdict:
-                verdicts[i] = verdict
-    return verdicts
 
 
 def _last_uses(plan: Plan, keep: list[str]) -> list[list[str]]:
@@ -217,4 +210,5 @@ def _spec(name: str, types: Mapping[str, Any]) -> TensorSpec:
     return TensorSpec(name, dtype, value_type.shape if value_type is not None else None)
 
 
-__all__ = ["CompiledModel", "Transfer", "build_partitions", "compile", "plan_devices"]
+__all__ = ["CompiledModel", "RuntimeBuilder", "Transfer", "as_config", "build_partitions",
+           "compile", "partition", "plan_devices"]

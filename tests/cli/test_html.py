@@ -44,7 +44,7 @@ def test_one_coloured_box_per_partition_and_a_legend() -> None:
                        r'data-target="([^"]+)".*?stroke:(#\w+)', page)
     assert [int(i) for i, _, _ in boxes] == list(range(len(plan.partitions)))
     colour = colours(plan)
-    assert [(t, c) for _, t, c in boxes] == [(p.target, colour[p.target])
+    assert [(t, c) for _, t, c in boxes] == [(str(p.target), colour[str(p.target)])
                                              for p in plan.partitions]
     assert len(set(colour.values())) == len(colour) == 2
     assert "onnxruntime: 4 nodes in 2 partition(s)" in page
@@ -86,7 +86,7 @@ def test_the_picture_renders_in_a_real_browser(tmp_path: Path) -> None:
     assert 'data-ready="1"' in dom  # the page's script ran
     painted = re.findall(r'<rect class="partition"[^>]*data-painted="(rgb\([^"]+\))"', dom)
     assert len(painted) == len(plan.partitions)
-    by_target = {p.target: c for p, c in zip(plan.partitions, painted, strict=True)}
+    by_target = {str(p.target): c for p, c in zip(plan.partitions, painted, strict=True)}
     assert len(set(by_target.values())) == len(by_target)  # each target its own colour
     shot = tmp_path / "placement.png"
     subprocess.run([*flags, f"--screenshot={shot}", page.as_uri()], capture_output=True,

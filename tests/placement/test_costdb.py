@@ -88,3 +88,38 @@ def _ort_version() -> str | None:
     from tessera import backends
 
     return backends.get("onnxruntime").is_available().version
+
+
+def test_a_schema_1_database_is_migrated_into_its_own_tables(tmp_path: Path) -> None:
+    """Schema 1 kept end-to-end latencies and chain overheads as cost rows under made-up
+    tuning keys; opening it moves them into their own tables and keeps every real cost."""
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE costs (tuning_key TEXT NOT NULL, structure TEXT NOT NULL, "
+                   "fingerprint TEXT NOT NULL, ms REAL, spread REAL NOT NULL, samples INTEGER "
+                   "NOT NULL, invalid TEXT, measured_at REAL NOT NULL, PRIMARY KEY "
+                   "(tuning_key, structure, fingerprint))")
+        db.execute("CREATE TABLE plans (key TEXT PRIMARY KEY, plan TEXT NOT NULL, "
+                   "saved_at REAL NOT NULL)")
+        db.executemany("INSERT INTO costs VALUES (?, ?, ?, ?, 0.0, 1, ?, 1.0)", [
+            ("onnxruntime:abc", "s1", "m; onnxruntime 1", 0.5, None),
+            ("torch:def", "s2", "m; torch 2", None, "cannot run"),
+            ("plan:0123", "s3", "m; end-to-end", 7.5, None),
+            ("overhead:onnxruntime,torch", "per-partition", "m; chain", 0.25, None)])
+        db.execute("PRAGMA user_version=1")
+    migrated = CostDB(path)
+    assert [(r.tuning_key, r.cost.ms, r.cost.invalid) for r in migrated.records()] == [
+        ("onnxruntime:abc", 0.5, None), ("torch:def", None, "cannot run")]
+    assert migrated.get_latency("0123", "s3", "m; end-to-end") == 7.5
+    assert migrated.get_overhead("onnxruntime,torch", "m; chain") == 0.25
+    assert migrated.describe()["latencies"] == migrated.describe()["overheads"] == 1
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+def test_a_fault_survives_the_database(tmp_path: Path) -> None:
+    db = CostDB(tmp_path / "c.sqlite")
+    db.put("k", "s", "f", Cost.failed("hung: no result within 3 s", "hung"))
+    assert db.get("k", "s", "f") == Cost(None, 0.0, 0, "hung: no result within 3 s", "hung")

@@ -10,9 +10,20 @@ from pathlib import Path
 import pytest
 
 import tessera
+from tessera.backends import TensorSpec
 from tessera.ir import NodeSet, load_model
-from tessera.placement import Cost, CostDB, Partition, Plan, SupportTable, place_collage
-from tessera.runtime._place import _overhead_estimate
+from tessera.placement import (
+    Built,
+    Cost,
+    CostDB,
+    Partition,
+    Plan,
+    SupportTable,
+    place,
+    place_collage,
+)
+from tessera.placement._decide import overhead_estimate
+from tessera.placement._memory import overhead_key
 from tessera.target import Target
 
 from ..ir.models import mlp
@@ -42,47 +53,65 @@ def test_the_overhead_coarsens_the_plan(tmp_path: Path, overhead: float, most: i
 def test_the_estimate_is_the_chain_minus_its_parts_per_partition() -> None:
     parts = tuple(Partition("onnxruntime", (f"n{i}",), (), (), 1.0) for i in range(4))
     searched = Plan(parts, "collage")
-    assert _overhead_estimate(searched, 6.0) == 0.5
-    assert _overhead_estimate(searched, 3.0) == 0.0  # faster than its parts: no overhead
-    assert _overhead_estimate(searched, "same plan as greedy") is None
-    assert _overhead_estimate(Plan(parts[:1], "collage"), 9.0) is None  # no chain
+    assert overhead_estimate(searched, 6.0) == 0.5
+    assert overhead_estimate(searched, 3.0) == 0.0  # faster than its parts: no overhead
+    assert overhead_estimate(searched, None) is None  # not timed
+    assert overhead_estimate(Plan(parts[:1], "collage"), 9.0) is None  # no chain
+
+
+class _Clock:
+    """SYNTHETIC time: it moves only when a stand-in plan runs."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _SyntheticChain:
+    """A built plan whose run takes its partitions' costs plus 1 ms per partition when
+    there are several: SYNTHETIC, the chain overhead this test calibrates."""
+
+    def __init__(self, plan: Plan, clock: _Clock) -> None:
+        self.inputs = [TensorSpec("x", "float32", (2, 8))]
+        parts = plan.partitions
+        self.ms = sum(float(p.cost_ms or 0.0) for p in parts) + (len(parts) if len(parts) > 1
+                                                                 else 0)
+        self.clock = clock
+
+    def run(self, inputs: object) -> dict[str, object]:
+        self.clock.now += self.ms / 1e3
+        return {}
+
+
+class _SyntheticBuilder:
+    """Builds nothing: each plan becomes a `_SyntheticChain` on the shared clock."""
+
+    def __init__(self, clock: _Clock) -> None:
+        self.clock = clock
+        self.built: list[int] = []  # partitions per plan built
+
+    def build(self, model: object, config: object, plan: Plan) -> Built:
+        self.built.append(len(plan.partitions))
+        return Built(plan, (), {}, _SyntheticChain(plan, self.clock))
 
 
 def test_a_chain_slower_than_its_parts_is_searched_again_with_the_overhead(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The end-to-end timing is SYNTHETIC too: every partition of a chain costs 1 ms more
-    than alone. The first search alternates; the chain loses; the second search, charged
-    the estimated overhead, keeps one partition, and the estimate is remembered."""
-    from dataclasses import replace
-
-    from tessera.runtime import _place
-
-    monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "c.sqlite"))
-    searched_with: list[float] = []
-
-    def synthetic_search(*args: object, **kwargs: object) -> object:
-        searched_with.append(float(kwargs["partition_overhead_ms"]))  # type: ignore[arg-type]
-        return place_collage(*args, **{**kwargs, "measurer": _alternating,  # type: ignore
-                                       "isolate": False})
-
-    def synthetic_end_to_end(model: object, config: object, searched: Plan, known: object,
-                             db: object) -> tuple[Plan, None]:
-        alone = sum(float(p.cost_ms or 0) for p in searched.partitions)
-        chain = alone + 1.0 * len(searched.partitions) if len(searched.partitions) > 1 \
-            else alone
-        kept = "collage" if len(searched.partitions) == 1 else "greedy"
-        return replace(searched, stats={**searched.stats, "kept": kept,
-                                        "end_to_end_ms": {"collage": chain}}), None
-
-    monkeypatch.setattr(_place, "place_collage", synthetic_search)
-    monkeypatch.setattr(_place, "_keep_fastest", synthetic_end_to_end)
+        tmp_path: Path) -> None:
+    """The first search alternates backends node by node; its chain loses end to end to the
+    one-partition plans; the second search, charged the estimated overhead, keeps one
+    partition, and the estimate is remembered for the next model."""
+    db = CostDB(tmp_path / "c.sqlite")
     config = tessera.CompilationConfig.create(["onnxruntime", "torch"], partitioner="collage")
-    plan, _ = _place.place(load_model(mlp()), config)
-    assert searched_with == [0.0, 1.0]
-    assert len(plan.partitions) == 1 and plan.stats["calibration_rounds"] == 2
-    assert plan.stats["measurements"] > 0  # counted where they happened: the first search
-    remembered = CostDB().get(*_place._overhead_key(config))
-    assert remembered is not None and remembered.ms == 1.0
-    searched_with.clear()
-    _place.place(load_model(mlp(names="b_")), config)  # another model starts from it
-    assert searched_with == [1.0]
+    builder = _SyntheticBuilder(_Clock())
+    placed = place(load_model(mlp()), config, builder=builder, measurer=_alternating, db=db,
+                   clock=builder.clock)
+    plan = placed.plan
+    assert len(plan.partitions) == 1 and plan.stats.calibration_rounds == 2
+    assert plan.stats.partition_overhead_ms == 1.0  # (12 ms chain - 6 ms parts) / 6 parts
+    assert plan.stats.measurements is not None and plan.stats.measurements > 0
+    assert db.get_overhead(*overhead_key(config)) == 1.0
+    again = place(load_model(mlp(names="b_")), config, builder=builder,
+                  measurer=_alternating, db=db, clock=builder.clock).plan
+    assert again.stats.partition_overhead_ms == 1.0 and again.stats.calibration_rounds == 1

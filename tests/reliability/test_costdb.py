@@ -90,7 +90,7 @@ import json, sys
 import tessera
 from tessera import zoo
 compiled = tessera.compile(zoo.export("mlp", 1), sys.argv[1], partitioner="collage")
-target = compiled.plan.partitions[0].target
+target = str(compiled.plan.partitions[0].target)
 print(json.dumps({"target": target, "measured": compiled.plan.stats["measurements"]}))
 """
 

@@ -1,15 +1,15 @@
 """The end-to-end race of rival plans: which single-target plans enter it, and how it times
-them (blocks in rounds, with a synthetic workload: the race's bookkeeping, not real speed)."""
+them (blocks in rounds). The workload and the clock are SYNTHETIC: a test of the race's
+bookkeeping, not of real speed; each run advances the clock by its plan's latency."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from tessera.backends._protocol import TensorSpec
-from tessera.placement import Plan
+from tessera.backends import TensorSpec
+from tessera.placement import Plan, race
 from tessera.placement._plan import Partition
-from tessera.runtime._place import race, rival_plans
+from tessera.placement._race import rival_plans
 
 
 def _plan(target: str, ms: float | None) -> Plan:
@@ -26,14 +26,30 @@ def test_single_plans_modelled_near_the_best_are_raced_too() -> None:
 
 
 def test_at_most_three_single_plans_and_failed_ones_last() -> None:
-    known = {"greedy": _plan("a", 1.0), **{f"only t{i}": _plan(f"t{i}", 1.0 + i / 100)
-                                           for i in range(5)},
-             "only broken": _plan("broken", None)}
-    assert list(rival_plans(_plan("a", 1.0), known))[2:] == ["only t0", "only t1", "only t2"]
+    known = {"greedy": _plan("onnxruntime", 1.0),
+             **{f"only t{i}": _plan(f"onnxruntime -num-threads={i + 1}", 1.0 + i / 100)
+                for i in range(5)},
+             "only broken": _plan("torch", None)}
+    assert list(rival_plans(_plan("onnxruntime", 1.0), known))[2:] == [
+        "only t0", "only t1", "only t2"]
+
+
+class _Clock:
+    """SYNTHETIC time: it moves only when a stand-in plan runs."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+CLOCK = _Clock()
 
 
 class _Sleeper:
-    """A stand-in compiled model whose run takes a fixed time and counts its calls."""
+    """A stand-in compiled model whose run takes a fixed (synthetic) time and counts its
+    calls."""
 
     def __init__(self, seconds: float, shape: tuple[int, ...] | None = (2,)) -> None:
         self.seconds, self.calls = seconds, []
@@ -41,17 +57,17 @@ class _Sleeper:
 
     first_calls_slow = 0  # these first calls take 4x as long (other work on the machine)
 
-    def run(self, feeds: dict[str, Any]) -> None:
-        self.calls.append(time.perf_counter())
+    def run(self, feeds: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(CLOCK.now)
         slowed = len(self.calls) <= self.first_calls_slow
-        time.sleep(self.seconds * (4 if slowed else 1))
+        CLOCK.now += self.seconds * (4 if slowed else 1)
+        return {}
 
 
 def test_the_race_times_blocks_in_rounds_and_ranks_by_latency() -> None:
     fast, slow = _Sleeper(0.002), _Sleeper(0.006)
-    timings = race({"fast": fast, "slow": slow}, rounds=3, seconds=0.02)
-    assert timings["fast"] < timings["slow"]
-    assert 2.0 <= timings["fast"] < timings["slow"] and timings["slow"] >= 6.0
+    timings = race({"fast": fast, "slow": slow}, rounds=3, seconds=0.02, clock=CLOCK)
+    assert timings == {"fast": 2.0, "slow": 6.0}
     # blocks: in each round every call of one plan comes before any of the next one's
     rounds = []
     for start, end in zip(fast.calls, fast.calls[1:], strict=False):
@@ -64,20 +80,22 @@ def test_the_race_times_blocks_in_rounds_and_ranks_by_latency() -> None:
 def test_a_close_race_gets_more_rounds_and_a_slowed_block_is_not_held_against_a_plan(
 ) -> None:
     far, slow = _Sleeper(0.002), _Sleeper(0.006)
-    race({"far": far, "slow": slow}, rounds=3, seconds=0.0)
+    race({"far": far, "slow": slow}, rounds=3, seconds=0.0, clock=CLOCK)
     assert len(far.calls) == len(slow.calls) == 4 + 3 + 3  # warm-up 2 then 1, 2 runs each
 
     # "interrupted" is as fast as "steady" but other work slowed its whole first block
     steady, interrupted = _Sleeper(0.003), _Sleeper(0.003)
     interrupted.first_calls_slow = 4
-    timings = race({"steady": steady, "interrupted": interrupted}, rounds=3, seconds=0.0)
+    timings = race({"steady": steady, "interrupted": interrupted}, rounds=3, seconds=0.0,
+                   clock=CLOCK)
     assert len(steady.calls) == len(interrupted.calls) == 4 + 3 * 4  # close: two more rounds
-    assert timings["interrupted"] < 6.0  # its quiet blocks count, not the slowed one
+    assert timings["interrupted"] == 3.0  # its quiet blocks count, not the slowed one
 
 
 def test_a_plan_without_static_inputs_is_never_fastest() -> None:
     dynamic = _Sleeper(0.0, shape=None)
-    timings = race({"dynamic": dynamic, "static": _Sleeper(0.001)}, rounds=1, seconds=0.0)
+    timings = race({"dynamic": dynamic, "static": _Sleeper(0.001)}, rounds=1, seconds=0.0,
+                   clock=CLOCK)
     assert timings["dynamic"] == float("inf") and not dynamic.calls
-    assert timings["static"] < float("inf")
+    assert timings["static"] == 1.0
 

@@ -1,0 +1,183 @@
+"""The placement decision, from the model to the plan kept, in one place:
+
+1. the support table (every backend's answer per node, pins, bans);
+2. greedy placement, or Collage: a remembered plan, else candidates, measurement and the
+   search;
+3. the end-to-end race of the searched plan against its rivals (through a `Builder`);
+4. calibration: when the searched chain lost because it cost more than its parts, the
+   overhead it showed is charged per partition and the search runs again;
+5. the numeric guard: a partition that fails to build or disagrees with the reference is
+   banned from its backend, and the decision is made again;
+6. remembering the plan, so a warm compile repeats none of it.
+
+`place` returns a `Placement`: the plan, its statistics, and the built plan when it built
+one (so the runtime never compiles the winner twice)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from tessera._private.timing import Clock
+from tessera.config import CompilationConfig
+from tessera.ir import Model
+from tessera.placement._builder import Builder, Built
+from tessera.placement._collage import Progress, place_collage
+from tessera.placement._costdb import CostDB
+from tessera.placement._greedy import place_greedy
+from tessera.placement._guard import guard_verdicts
+from tessera.placement._measure import Measurer
+from tessera.placement._measurers import LocalMeasurer
+from tessera.placement._memory import (
+    overhead_key,
+    recall,
+    remember,
+    remember_guard_passed,
+    search_key,
+)
+from tessera.placement._pins import PinSpec, resolve_pins
+from tessera.placement._plan import Plan
+from tessera.placement._race import SEARCHED, keep_fastest
+from tessera.placement._stats import SearchStats
+from tessera.placement._support import FALLBACK, SupportTable
+from tessera.placement._variants import base_target
+from tessera.placement._verify import verify_plan
+from tessera.target import Target
+
+CALIBRATION_ROUNDS = 2  # searches again after the first; each costs one end-to-end timing
+
+
+@dataclass(frozen=True)
+class Placement:
+    plan: Plan
+    built: Built | None = None  # the plan's build, when `place` built it
+
+    @property
+    def stats(self) -> SearchStats:
+        return self.plan.stats
+
+
+def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
+          builder: Builder | None = None, build: bool = False,
+          measurer: Measurer | None = None, progress: Progress | None = None,
+          db: CostDB | None = None, clock: Clock = time.perf_counter) -> Placement:
+    """The plan for `model` on `config`'s targets. With a `builder`, Collage's plan is raced
+    end to end against its rivals; with `build` too, the plan kept is built and passes the
+    numeric guard (when the config asks for it) before it is returned."""
+    resolved = resolve_pins(model.dataflow, pins)
+    collage = config.partitioner == "collage"
+    db = db if db is not None or not collage else CostDB()
+    measurer = measurer or LocalMeasurer(config.options.isolate, config.options.measure_timeout)
+    banned: dict[str, dict[str, str]] = {}
+    while True:
+        if collage:
+            assert db is not None
+            plan, built = _collage(model, config, resolved, banned, builder, measurer,
+                                   progress, db, clock)
+        else:
+            table = SupportTable.build(model, config, banned, resolved)
+            plan, built = place_greedy(model, table, config.options.min_block_size), None
+        _verified(model, config, plan, resolved)
+        if not build or builder is None:  # nothing to build with: the plan alone
+            return Placement(plan, built)
+        guard = config.options.numeric_guard and plan.stats.numeric_guard != "passed"
+        if built is None:
+            built = builder.build(model, config, plan)
+        verdicts = {**built.failures, **(guard_verdicts(model, plan, built.parts)
+                                         if guard else {})}
+        if not verdicts:
+            if guard:
+                plan = remember_guard_passed(db, plan) if db is not None else \
+                    plan.with_stats(numeric_guard="passed")
+            return Placement(plan, replace(built, plan=plan))
+        _ban(plan, verdicts, banned)  # each round bans at least one pair: it ends
+
+
+def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target],
+             banned: Mapping[str, Mapping[str, str]], builder: Builder | None,
+             measurer: Measurer, progress: Progress | None, db: CostDB, clock: Clock
+             ) -> tuple[Plan, Built | None]:
+    key = search_key(model, config, pins, banned)
+    remembered = recall(db, key)
+    if remembered is not None:
+        return remembered, None
+    table = SupportTable.build(model, config, banned, pins)
+    backends_key = overhead_key(config)
+    overhead = db.get_overhead(*backends_key) or 0.0
+    options = config.options
+    rounds, first = 0, None
+    while True:
+        searched, known = place_collage(
+            model, table, db=db, max_candidate_size=options.max_candidate_size,
+            min_block_size=options.min_block_size, foreign_costs=options.foreign_costs,
+            measurer=measurer, progress=progress, partition_overhead_ms=overhead)
+        rounds += 1
+        first = first or searched.stats  # where the measuring happened
+        if builder is None:  # nothing can time plans end to end: the search decides
+            plan, built = searched, None
+            break
+        outcome = keep_fastest(model, config, searched, known, builder, db, clock=clock)
+        plan, built = outcome.plan, outcome.built
+        estimate = overhead_estimate(searched, outcome.searched_ms)
+        if estimate is None:
+            break
+        db.put_overhead(*backends_key, estimate)
+        # the searched plan lost end to end because its chain cost more than its parts:
+        # search again, charging each partition what the chain showed it costs
+        if outcome.kept == SEARCHED or rounds > CALIBRATION_ROUNDS or \
+                estimate <= overhead * 1.25 + 1e-3:
+            break
+        overhead = estimate
+    plan = plan.with_stats(candidates=first.candidates, measurements=first.measurements,
+                           cache_hits=first.cache_hits, measure_seconds=first.measure_seconds,
+                           invalid=first.invalid, invalid_examples=first.invalid_examples,
+                           calibration_rounds=rounds)
+    # failed candidates are in the database as well, so a new search would find this plan
+    plan = remember(db, key, plan)
+    return plan, (replace(built, plan=plan) if built is not None else None)
+
+
+def overhead_estimate(searched: Plan, measured: float | None) -> float | None:
+    """What each partition of the searched plan cost beyond its part measured alone."""
+    parts = searched.partitions
+    if len(parts) < 2 or measured is None or any(p.cost_ms is None for p in parts):
+        return None
+    alone = sum(float(p.cost_ms or 0.0) for p in parts)
+    return round(max(0.0, (measured - alone) / len(parts)), 4)
+
+
+def _ban(plan: Plan, verdicts: Mapping[int, str], banned: dict[str, dict[str, str]]) -> None:
+    for index, reason in verdicts.items():
+        part = plan.partitions[index]
+        if part.kind == FALLBACK.kind.name:
+            continue
+        for node in part.nodes:  # a one-thread variant bans the target it came from
+            for target in dict.fromkeys((str(part.target), base_target(str(part.target)))):
+                banned.setdefault(node, {})[target] = reason
+
+
+def _verified(model: Model, config: CompilationConfig, plan: Plan,
+              pins: Mapping[int, Target]) -> None:
+    if config.options.verify:
+        verify_plan(model, plan, config, pins)
+
+
+def replace_lost(model: Model, config: CompilationConfig, plan: Plan,
+                 lost: list[str]) -> Plan:
+    """`plan` with the partitions of the `lost` backends placed again (greedy, on the
+    remaining targets and the reference); the other partitions are pinned where they were.
+    How an artifact is loaded when a backend it was saved with is missing here."""
+    kept = [p for p in plan.partitions if p.kind not in lost]
+    remaining = [str(t) for t in config.priority if t.kind.name not in lost] or ["reference"]
+    fallback_config = CompilationConfig.create(
+        remaining, config.host,
+        **{**config.options.to_dict(), "fallback": True, "partitioner": "greedy"})
+    pins = {node: p.target for p in kept for node in p.nodes}
+    table = SupportTable.build(model, fallback_config, None,
+                               resolve_pins(model.dataflow, pins or None))
+    placed = place_greedy(model, table, 1)
+    return placed.with_stats(fallback_from=tuple(sorted(lost)))
+
+
+__all__ = ["CALIBRATION_ROUNDS", "Placement", "overhead_estimate", "place", "replace_lost"]

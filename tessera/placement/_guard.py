@@ -1,0 +1,50 @@
+"""The numeric guard: each partition not on the reference runs once on random inputs of its
+shapes and is compared with the reference on the same inputs. A backend that fails or
+disagrees gives that partition back, and placement is redone without it there."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tessera import backends
+from tessera._private.numeric import agree
+from tessera._private.text import first_line
+from tessera.backends import Compiled
+from tessera.backends._inputs import random_inputs
+from tessera.errors import TesseraError
+from tessera.ir import Model, extract_submodel
+from tessera.placement._plan import Plan
+from tessera.placement._support import FALLBACK
+
+
+def check_partition(model: Model, nodes: Sequence[str], compiled: Compiled) -> str | None:
+    """Why `compiled` cannot be trusted with the partition `nodes` of `model`, or None."""
+    feeds = random_inputs(compiled)
+    if feeds is None:
+        return None
+    submodel = extract_submodel(model, model.node_set(nodes))
+    try:
+        expected = backends.get(FALLBACK.kind.name).compile(submodel).run(feeds)
+    except Exception:  # the reference cannot judge these inputs
+        return None
+    try:
+        got = compiled.run(feeds)
+    except TesseraError as err:
+        return f"numeric guard: {compiled.backend} failed on random inputs: {first_line(err)}"
+    verdict = agree(got, expected)
+    return None if verdict else f"numeric guard: {compiled.backend} {verdict.why}"
+
+
+def guard_verdicts(model: Model, plan: Plan, parts: Sequence[Compiled | None]
+                   ) -> dict[int, str]:
+    """Partition index -> why the guard gives it back, for the partitions that were built."""
+    verdicts = {}
+    for i, (part, compiled) in enumerate(zip(plan.partitions, parts, strict=True)):
+        if compiled is not None and part.kind != FALLBACK.kind.name:
+            verdict = check_partition(model, part.nodes, compiled)
+            if verdict:
+                verdicts[i] = verdict
+    return verdicts
+
+
+__all__ = ["check_partition", "guard_verdicts"]

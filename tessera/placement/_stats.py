@@ -1,0 +1,115 @@
+"""What a placement did, as a typed value: how many candidates were measured, how the rival
+plans timed end to end, which one was kept, whether the numeric guard passed. Code reads the
+fields; the mapping view (only the fields that are set) is for JSON, `explain` and users."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Timing = float | str  # a plan's end-to-end latency in ms, or why it was not timed
+
+
+@dataclass(frozen=True)
+class InvalidCandidate:
+    """A candidate that cannot run on its target: the measuring failed, or (`fault`) the
+    backend crashed, hung or ran out of memory in the measuring worker."""
+
+    target: str
+    nodes: tuple[str, ...]
+    reason: str
+    fault: str | None = None  # 'crashed', 'hung' or 'out of memory'
+
+    def __str__(self) -> str:
+        return f"{self.target} on {', '.join(self.nodes)[:80]}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "nodes": list(self.nodes), "reason": self.reason,
+                "fault": self.fault}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | str) -> InvalidCandidate:
+        if isinstance(data, str):  # written as a line by older plans
+            return cls("", (), data)
+        return cls(str(data["target"]), tuple(data.get("nodes", ())), str(data["reason"]),
+                   data.get("fault"))
+
+
+@dataclass(frozen=True)
+class SearchStats(Mapping[str, Any]):
+    """Statistics of one placement. Every field is optional: a greedy plan has no race, a
+    remembered plan measured nothing."""
+
+    candidates: int | None = None
+    measurements: int | None = None
+    cache_hits: int | None = None
+    measure_seconds: float | None = None
+    invalid: int | None = None
+    invalid_examples: tuple[InvalidCandidate, ...] | None = None
+    states: int | None = None
+    pruned: int | None = None
+    modelled_ms: float | None = None
+    search_seconds: float | None = None
+    search_truncated: str | None = None
+    one_thread_partitions: int | None = None
+    bound_ms: float | None = None
+    partition_overhead_ms: float | None = None
+    end_to_end_ms: Mapping[str, Timing] | None = None
+    kept: str | None = None  # which rival plan won the end-to-end race
+    calibration_rounds: int | None = None
+    plan_key: str | None = None
+    plan_cache: str | None = None  # set when the plan was remembered, not searched
+    numeric_guard: str | None = None  # 'passed' once the guard passed every partition
+    fallback_from: tuple[str, ...] | None = None  # backends an artifact load re-placed
+
+    # -- the mapping view ------------------------------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, key, None) if key in _FIELDS else None
+        if value is None:
+            raise KeyError(key)
+        return _plain(value)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in _FIELDS if getattr(self, name) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: self[name] for name in self}
+
+    def merged(self, **changes: Any) -> SearchStats:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def create(cls, data: Mapping[str, Any] | None) -> SearchStats:
+        """From a mapping (a plan's JSON, say); keys this version does not know are left."""
+        if isinstance(data, SearchStats):
+            return data
+        values = {k: v for k, v in (data or {}).items() if k in _FIELDS and v is not None}
+        if "invalid_examples" in values:
+            values["invalid_examples"] = tuple(
+                InvalidCandidate.from_dict(e) for e in values["invalid_examples"])
+        if "fallback_from" in values:
+            values["fallback_from"] = tuple(values["fallback_from"])
+        if "end_to_end_ms" in values:
+            values["end_to_end_ms"] = dict(values["end_to_end_ms"])
+        return cls(**values)
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(SearchStats))  # the view's stable order
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple) and value and isinstance(value[0], InvalidCandidate):
+        return [v.to_dict() for v in value]
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+__all__ = ["InvalidCandidate", "SearchStats", "Timing"]
