@@ -10,10 +10,9 @@ from tessera import (
     backends,
     errors,
 )
+from tessera._private.version import __version__
 from tessera.config import CompilationConfig
 from tessera.target import Target, TargetKind
-
-__version__ = "0.1.0"
 
 __all__ = [
     "CompilationConfig",

@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-_SETTLED_S = 3.0  # a file younger than this may still be written within its mtime's tick
+SETTLED_S = 3.0  # a file younger than this may still be written within its mtime's tick
 
 
 def stat_key(stat: os.stat_result) -> list[int]:
@@ -37,7 +37,7 @@ def recall(path: Path, stat: os.stat_result) -> str | None:
 def remember(path: Path, stat: os.stat_result, digest: str) -> None:
     """Keep `digest` for `path` after a load that checked it fully. Best effort: a cache that
     cannot be written costs the next load its hashing, nothing else."""
-    if time.time_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) < _SETTLED_S * 1e9:
+    if time.time_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) < SETTLED_S * 1e9:
         return
     from tessera._private.cache import atomic_write_bytes
 

@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from tessera import backends
+from tessera._private.version import __version__
 from tessera.backends._threads import ThreadPolicy
 from tessera.config import CompilationConfig
 from tessera.errors import PartitionError
@@ -29,11 +30,9 @@ def search_key(model: Model, config: CompilationConfig, pins: Mapping[int, Targe
                banned: Banned | None) -> str:
     """What a searched plan depends on: the model's structure and node names, the config's
     cache key, pins, bans, the machine and every backend's version."""
-    import tessera
-
     by_kind = {t.kind.name: backends.get(t.kind.name).is_available().version
                for t in config.priority}
-    payload = [tessera.__version__, model.structural_hash(), model.dataflow.names,
+    payload = [__version__, model.structural_hash(), model.dataflow.names,
                config.cache_key(), [str(t) for t in config.priority],
                sorted((i, str(t)) for i, t in pins.items()),
                sorted((n, sorted(b.items())) for n, b in (banned or {}).items()),

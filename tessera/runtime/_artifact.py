@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tessera import __version__, backends
+from tessera import backends
 from tessera._private.cache import atomic_file
+from tessera._private.version import __version__
 from tessera.backends._threads import ThreadPolicy, core_budget
 from tessera.config import CompilationConfig
 from tessera.errors import ArtifactError, TesseraError

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from tessera import backends
 from tessera._private.cache import _alive, cache_dir
+from tessera._private.version import __version__
 from tessera.backends import Backend, Compiled
 from tessera.errors import CompileError
 from tessera.ir import Model
@@ -80,13 +81,11 @@ def _compile_and_publish(backend: Backend, submodel: onnx.ModelProto, target: Ta
 
 
 def partition_key(model: Model, mask: NodeSet, target: Target) -> str:
-    import tessera
-
     flow = model.dataflow
     version = backends.get(target.kind.name).is_available().version
     inputs, outputs = flow.boundary(mask)
     # ONNX Runtime's optimized models hold layout choices for this CPU
-    payload = [tessera.__version__, machine(), str(target), version, model.content_digest,
+    payload = [__version__, machine(), str(target), version, model.content_digest,
                model.structural_hash(mask), [flow.names[i] for i in members(mask)],
                list(inputs), list(outputs)]
     return hashlib.sha1(json.dumps(payload).encode(), usedforsecurity=False).hexdigest()

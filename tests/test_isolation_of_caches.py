@@ -1,0 +1,13 @@
+"""The root fixture keeps every test away from the user's own cache."""
+
+import os
+from pathlib import Path
+
+from tessera._private.cache import cache_dir
+
+
+def test_the_cache_of_a_test_run_is_its_own(tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    root = Path(os.environ["TESSERA_CACHE"])
+    assert root.is_relative_to(tmp_path_factory.getbasetemp())
+    assert cache_dir("costs").is_relative_to(root)
+    assert "TESSERA_COST_DB" not in os.environ
