@@ -240,12 +240,9 @@ def _expected(name: str, batch: int, path: str, smoke: bool) -> Any:
 
 
 def _close(got: Any, expected: Any) -> bool:
-    import numpy as np
+    from tessera._private.numeric import agree
 
-    if got.shape != expected.shape:
-        return False
-    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
-    return bool(np.allclose(got, expected, rtol=1e-3, atol=max(1e-4, 1e-4 * scale)))
+    return agree({"y": got}, {"y": expected}, scaled=True).ok
 
 
 # -- report ---------------------------------------------------------------------------------------

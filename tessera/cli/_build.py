@@ -3,70 +3,39 @@ run it on numpy inputs, and compare against every backend run natively."""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from tessera.cli._app import cli, console
-from tessera.cli._explain import end_to_end_line, parse_pairs, parse_shapes
-from tessera.cli._targets import config_from_cli
+from tessera.cli._common import (
+    TARGET_FLAGS,
+    TARGET_FLAGS_HELP,
+    cli_pins,
+    config_from_cli,
+    end_to_end_line,
+    expand_targets,
+    option_option,
+    parse_pairs,
+    parse_shapes,
+    pin_option,
+    placement_table,
+    shape_option,
+    target_option,
+)
 
 if TYPE_CHECKING:
     import numpy as np
     from rich.table import Table
 
     from tessera.config import CompilationConfig
-    from tessera.ir import Model
     from tessera.placement import Plan
-
-CPU_BACKENDS = ("onnxruntime", "openvino", "torch", "iree", "tvm")
-
-
-def expand_targets(targets: str) -> str:
-    """'all' is every available CPU backend, in tessera's default priority order."""
-    if targets.strip() != "all":
-        return targets
-    from tessera import backends
-
-    available = [b for b in CPU_BACKENDS if backends.get(b).is_available().ok]
-    return ",".join(available) or "reference"
-
 
 def build_config(targets: str, options: tuple[str, ...], extra: list[str],
                  **flow: Any) -> CompilationConfig:
     chosen = [f"{k.replace('_', '-')}={v}" for k, v in flow.items() if v is not None]
     return config_from_cli(expand_targets(targets), None, None, None, (*chosen, *options), extra)
-
-
-def cli_pins(model: Model, items: tuple[str, ...]) -> dict[str, str] | None:
-    """--pin NODE=TARGET: an exact node name, else a regular expression over node names."""
-    names = set(model.dataflow.names)
-    pins = {}
-    for key, target in parse_pairs(items, "--pin").items():
-        pins[key if key in names or key.startswith("re:") else f"re:{key}"] = target
-    return pins or None
-
-
-def placement_table(plan: Plan, model: Model, title: str) -> Table:
-    from rich.table import Table
-
-    ops = dict(zip(model.dataflow.names, (n.op_type for n in model.dataflow.nodes),
-                   strict=True))
-    table = Table(title=title, title_justify="left")
-    for column in ("#", "target", "nodes", "ops", "in → out", "cost ms"):
-        table.add_column(column, justify="right" if column in ("#", "nodes", "cost ms")
-                         else "left", overflow="fold")
-    for i, part in enumerate(plan.partitions):
-        counts = Counter(ops[n] for n in part.nodes)
-        summary = ", ".join(f"{op}×{c}" if c > 1 else op for op, c in counts.most_common(6))
-        if len(counts) > 6:
-            summary += f", +{len(counts) - 6} more"
-        edges = f"{len(part.inputs)} → {len(part.outputs)}"
-        cost = f"{part.cost_ms:.3f}" if part.cost_ms is not None else "-"
-        table.add_row(str(i), str(part.target), str(len(part.nodes)), summary, edges, cost)
-    return table
 
 
 def measuring_progress() -> tuple[Any, Any]:
@@ -92,34 +61,27 @@ def measuring_progress() -> tuple[Any, Any]:
 
 
 # -- compile -------------------------------------------------------------------------------
-@cli.command("compile", context_settings={"ignore_unknown_options": True,
-                                          "allow_extra_args": True})
+@cli.command("compile", epilog=TARGET_FLAGS_HELP, context_settings=TARGET_FLAGS)
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("-t", "--target", "targets", required=True,
-              help='Targets in priority order, e.g. "openvino,onnxruntime,cpu"; "all" is '
-                   "every available CPU backend.")
+@target_option()
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Artifact to write (default: MODEL with the suffix .tess).")
 @click.option("--partitioner", type=click.Choice(["auto", "greedy", "collage"]),
               help="Placement: greedy by priority, or Collage's measured search.")
-@click.option("--pin", "pins", multiple=True, metavar="NODE_REGEX=TARGET",
-              help="Pin matching nodes to a target (repeatable).")
+@pin_option()
 @click.option("--min-block-size", type=int, help="Smallest partition greedy hands a backend.")
 @click.option("--fallback", type=click.Choice(["on", "off"]),
               help="Place what no backend runs on the reference (default on).")
 @click.option("--threads", type=click.Choice(["auto", "native", "shared"]),
               help="Thread policy (default auto: native for one partition, else shared).")
-@click.option("--option", "-O", "options", multiple=True, metavar="NAME=VALUE",
-              help="Any flow option (repeatable).")
-@click.option("--input-shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
-              help="Fix a dynamic input shape (repeatable).")
+@option_option("max-candidate-size=2")
+@shape_option()
 @click.pass_context
 def compile_command(ctx: click.Context, model: str, targets: str, output: str | None,
                     partitioner: str | None, pins: tuple[str, ...], min_block_size: int | None,
                     fallback: str | None, threads: str | None, options: tuple[str, ...],
                     shapes: tuple[str, ...]) -> None:
-    """Place MODEL on the targets, compile every partition and save one artifact.
-    tvmc-style target options work too: --target-onnxruntime-opt-level=basic."""
+    """Place MODEL on the targets, compile every partition and save one artifact."""
     from tessera.ir import load_model
     from tessera.runtime import compile as compile_model
 
@@ -153,11 +115,11 @@ def print_plan_stats(plan: Plan) -> None:
 # -- run -----------------------------------------------------------------------------------
 @cli.command("run")
 @click.argument("artifact", type=click.Path(dir_okay=False))
-@click.option("--input", "-i", "inputs", multiple=True, metavar="NAME=FILE.npy",
+@click.option("-i", "--input", "inputs", multiple=True, metavar="NAME=FILE.npy",
               help="One input from a .npy file (repeatable).")
 @click.option("--inputs", "npz", type=click.Path(dir_okay=False, exists=True),
               help="All inputs from one .npz file.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the outputs to this .npz file.")
 @click.option("--bench", "runs", type=int, default=0, metavar="N",
               help="Also time N runs and print median, p90 and min latency.")
@@ -251,46 +213,35 @@ def save_npz(path: Path, results: dict[str, np.ndarray]) -> None:
 
 def check_against_reference(compiled: Any, feeds: dict[str, np.ndarray],
                             results: dict[str, np.ndarray]) -> None:
-    import numpy as np
-
     from tessera import backends
+    from tessera._private.numeric import ATOL, RTOL, agree
     from tessera.errors import ExecutionError
 
     want = backends.get("reference").compile(compiled.model.proto).run(feeds)
-    worst = 0.0
-    for name, expected in want.items():
-        got = np.asarray(results[name])
-        if expected.dtype.kind in "biu":
-            same = bool(np.array_equal(got, expected))
-            error = 0.0 if same else float("inf")
-        else:
-            error = float(np.max(np.abs(got.astype(np.float64) - expected), initial=0.0))
-            same = bool(np.allclose(got, expected, rtol=1e-3, atol=1e-4, equal_nan=True))
-        worst = max(worst, error)
-        if not same:
-            raise ExecutionError(f"output {name!r} differs from the reference backend (max "
-                                 f"abs error {error:.3g}, tolerance rtol 1e-3, atol 1e-4)")
+    verdict = agree(results, want)
+    if not verdict:
+        raise ExecutionError(f"{verdict.why} (tolerance rtol {RTOL:g}, atol {ATOL:g}); the "
+                             "compiled model disagrees with the reference backend")
     click.echo(f"check: all {len(want)} output(s) match the reference backend "
-               f"(max abs error {worst:.3g})")
+               f"(max abs error {verdict.max_abs_error:.3g})")
 
 
 # -- bench ---------------------------------------------------------------------------------
-@cli.command("bench", context_settings={"ignore_unknown_options": True,
-                                        "allow_extra_args": True})
+@cli.command("bench", epilog=TARGET_FLAGS_HELP, context_settings=TARGET_FLAGS)
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("-t", "--target", "targets", required=True,
-              help='Targets to compare, e.g. "onnxruntime,openvino,torch", or "all".')
+@target_option()
 @click.option("--seconds", type=float, default=1.0, show_default=True,
               help="Timing budget per row.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="Also write the rows as JSON.")
 @click.option("--save", "save_to", type=click.Path(dir_okay=False),
               help="Save tessera's plan (the Collage row) as an artifact.")
-@click.option("--input-shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
-              help="Fix a dynamic input shape (repeatable).")
+@option_option("max-candidate-size=2")
+@shape_option()
 @click.pass_context
 def bench_command(ctx: click.Context, model: str, targets: str, seconds: float,
-                  json_out: str | None, save_to: str | None, shapes: tuple[str, ...]) -> None:
+                  json_out: str | None, save_to: str | None, options: tuple[str, ...],
+                  shapes: tuple[str, ...]) -> None:
     """Compare, in one run: each backend natively, tessera on each backend alone, tessera's
     greedy plan and tessera's Collage plan. Each row is timed in its own block."""
     import json
@@ -298,7 +249,7 @@ def bench_command(ctx: click.Context, model: str, targets: str, seconds: float,
     from tessera.ir import load_model
     from tessera.runtime._compare import compare
 
-    config = build_config(targets, (), ctx.args)
+    config = build_config(targets, options, ctx.args)
     loaded = load_model(model, parse_shapes(shapes))
     bar, update = measuring_progress()
     with bar:

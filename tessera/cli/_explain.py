@@ -4,53 +4,32 @@ it went where it did."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import click
 
 from tessera.cli._app import cli
-from tessera.cli._targets import config_from_cli
+from tessera.cli._common import (
+    TARGET_FLAGS,
+    TARGET_FLAGS_HELP,
+    cli_pins,
+    config_from_cli,
+    end_to_end_line,
+    expand_targets,
+    option_option,
+    parse_shapes,
+    pin_option,
+    shape_option,
+    target_option,
+)
 
 
-def parse_pairs(items: tuple[str, ...], what: str) -> dict[str, str]:
-    from tessera.errors import ConfigError
-
-    pairs = {}
-    for item in items:
-        key, has_value, value = item.rpartition("=")
-        if not has_value or not key:
-            raise ConfigError(f"{what} expects NAME=VALUE, got {item!r}")
-        pairs[key] = value
-    return pairs
-
-
-def parse_shapes(items: tuple[str, ...]) -> dict[str, list[int]] | None:
-    from tessera.errors import ConfigError
-
-    shapes = {}
-    for name, dims in parse_pairs(items, "--input-shape").items():
-        try:
-            shapes[name] = [int(d) for d in dims.split(",")]
-        except ValueError:
-            raise ConfigError(f"--input-shape {name}={dims}: dimensions must be integers, "
-                              "e.g. x=1,3,224,224") from None
-    return shapes or None
-
-
-@cli.command("explain", context_settings={"ignore_unknown_options": True,
-                                          "allow_extra_args": True})
+@cli.command("explain", epilog=TARGET_FLAGS_HELP, context_settings=TARGET_FLAGS)
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("-t", "--target", "targets",
-              help='Targets in priority order, e.g. "onnxruntime,openvino,torch" (not needed '
-                   "for a .tess artifact).")
-@click.option("--option", "-o", "options", multiple=True, metavar="NAME=VALUE",
-              help="Flow option, e.g. -o partitioner=greedy (repeatable).")
-@click.option("--pin", "pins", multiple=True, metavar="NODE=TARGET",
-              help="Pin a node (or 're:<regex>' of names) to a target (repeatable).")
-@click.option("--input-shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
-              help="Fix a dynamic input shape (repeatable).")
+@target_option(required=False, note=" (not for a .tess artifact)")
+@option_option("partitioner=greedy")
+@pin_option()
+@shape_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the Plan as JSON.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False),
               help="Also draw the placement as one self-contained HTML page.")
@@ -69,7 +48,6 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
         loaded = load_model(artifact.model("model.onnx"))
         plan = artifact.plan
     else:
-        from tessera.cli._build import cli_pins, expand_targets
         from tessera.errors import ConfigError
         from tessera.runtime import partition
 
@@ -89,13 +67,6 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
     click.echo(render(plan, loaded, Path(model).name))
     if html_out:
         click.echo(f"\nplacement picture written to {html_out}")
-
-
-def end_to_end_line(stats: Mapping[str, Any]) -> str:
-    """How the rival plans timed end to end, and which was kept."""
-    timings = ", ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k}: {v}"
-                        for k, v in stats["end_to_end_ms"].items())
-    return f"end to end: {timings}; kept {stats['kept']}"
 
 
 def render(plan: object, model: object, label: str) -> str:

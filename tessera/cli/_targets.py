@@ -10,8 +10,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from tessera.cli._app import cli, console
-from tessera.config import CompilationConfig, option_infos, split_target_option
-from tessera.errors import ConfigError
+from tessera.cli._common import (
+    TARGET_FLAGS,
+    TARGET_FLAGS_HELP,
+    config_from_cli,
+    expand_targets,
+    option_option,
+    target_option,
+)
+from tessera.config import option_infos
 from tessera.target import KINDS, TAGS, Target
 
 
@@ -112,54 +119,20 @@ def config_group() -> None:
     """Inspect compilation configs."""
 
 
-def config_from_cli(
-    targets: str, host: str | None, executor: str | None, runtime: str | None,
-    options: tuple[str, ...], extra_args: list[str],
-) -> CompilationConfig:
-    """Build a config from CLI values, including tvmc-style --target-<kind>-<opt>=v flags."""
-    target_options: dict[str, dict[str, str]] = {}
-    args = list(extra_args)
-    while args:
-        flag = args.pop(0)
-        if not flag.startswith("--target-"):
-            raise ConfigError(f"unexpected argument {flag!r}")
-        name, has_value, value = flag.partition("=")
-        if not has_value:
-            if not args:
-                raise ConfigError(f"{flag} needs a value, e.g. {flag}=VALUE")
-            value = args.pop(0)
-        kind, option = split_target_option(name)
-        target_options.setdefault(kind, {})[option] = value
-    flow: dict[str, str] = {}
-    for item in options:
-        key, has_value, value = item.partition("=")
-        if not has_value:
-            raise ConfigError(f"--option expects NAME=VALUE, got {item!r}")
-        flow[key.strip()] = value.strip()
-    return CompilationConfig.create(
-        targets, host=host, executor=executor, runtime=runtime,
-        target_options=target_options, **flow,
-    )
-
-
-@config_group.command(
-    "show", context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
-)
-@click.option("-t", "--target", "targets", required=True,
-              help='Targets in priority order, e.g. "openvino,onnxruntime,cpu", or a JSON file.')
+@config_group.command("show", epilog=TARGET_FLAGS_HELP, context_settings=TARGET_FLAGS)
+@target_option()
 @click.option("--host", help="Host target shared by all targets.")
 @click.option("--executor", help="Executor (default graph).")
 @click.option("--runtime", help="Runtime (default python).")
-@click.option("--option", "-o", "options", multiple=True, metavar="NAME=VALUE",
-              help="Flow option, e.g. -o fallback=off (repeatable).")
+@option_option("fallback=off")
 @click.option("--json", "as_json", is_flag=True, help="Print the config as JSON.")
 @click.pass_context
 def config_show(
     ctx: click.Context, targets: str, host: str | None, executor: str | None,
     runtime: str | None, options: tuple[str, ...], as_json: bool,
 ) -> None:
-    """Print the canonical config. Also takes tvmc-style --target-<kind>-<opt>=VALUE."""
-    config = config_from_cli(targets, host, executor, runtime, options, ctx.args)
+    """Print the canonical config."""
+    config = config_from_cli(expand_targets(targets), host, executor, runtime, options, ctx.args)
     if as_json:
         click.echo(config.to_json(indent=2))
         return

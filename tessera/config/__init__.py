@@ -1,4 +1,4 @@
-"""CompilationConfig: targets, host, executor, runtime and flow options (seed 003, A1a)."""
+"""CompilationConfig: targets, host, executor, runtime and flow options."""
 
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ class CompilationConfig:
                 raise ConfigError("both `host` and the legacy `target_host` were given; pass one")
             host = target_host
         base = _collect(targets)
-        items = _apply_target_options(base.items, target_options or {})
+        items = _apply_target_options(base.items, {} if target_options is None else target_options)
         items, carried = _expand_composites(items)
         chosen_host = _choose_host(host if host is not None else base.host, carried, items)
         entries = _canonicalize(items, chosen_host)
@@ -249,7 +249,7 @@ def _collect_mapping(value: Mapping[Any, Any]) -> _Collected:
                 f" (valid: {', '.join(_FULL_FORM_KEYS)})"
             )
         raw_targets = value["targets"]
-        if isinstance(raw_targets, Mapping):  # A1a: {name: target}
+        if isinstance(raw_targets, Mapping):  # named targets: {name: target}
             items: list[tuple[str | None, Target]] = [
                 (_name(n), _target(t)) for n, t in raw_targets.items()
             ]
@@ -360,7 +360,17 @@ def _known(registry: Any, name: str) -> str:
 def _apply_target_options(
     items: list[tuple[str | None, Target]], options: Mapping[str, Mapping[str, Any]]
 ) -> list[tuple[str | None, Target]]:
+    example = "e.g. target_options={'onnxruntime': {'num-threads': 2}}"
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"target_options must map a target kind to a mapping of attribute "
+                          f"to value, {example}; got {options!r}")
     for kind_name, values in options.items():
+        if not isinstance(kind_name, str):
+            raise ConfigError(f"target_options keys are target kind names, got {kind_name!r}; "
+                              f"{example}")
+        if not isinstance(values, Mapping) or not all(isinstance(k, str) for k in values):
+            raise ConfigError(f"target_options[{kind_name!r}] must be a mapping of attribute "
+                              f"name to value, e.g. {{'num-threads': 2}}; got {values!r}")
         kind = KINDS.canonical_name(kind_name)
         if kind is None or not any(t.kind.name == kind for _, t in items):
             raise ConfigError(

@@ -1,4 +1,4 @@
-"""Flow options: deployment and compilation switches that are not Target attributes (A1a).
+"""Flow options: deployment and compilation switches that are not Target attributes.
 
 Each option declares whether it enters the compile cache key. None of them ever enters a
 target's tuning key, so changing one never invalidates measured costs.

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera._private.registry import did_you_mean
-from tessera.errors import PartitionError
+from tessera.errors import ConfigError, PartitionError
 from tessera.ir import DataflowGraph, Model
 from tessera.placement._plan import Plan
 from tessera.target import Target
@@ -29,13 +29,12 @@ def resolve_pins(flow: DataflowGraph, pins: PinSpec) -> dict[int, Target]:
         for prop in node.metadata_props:
             if prop.key == METADATA_KEY:
                 found[i] = _target(prop.value, f"metadata of node {flow.names[i]!r}")
-    items = list(pins.items()) if isinstance(pins, Mapping) else list(pins or [])
     by_name = {name: i for i, name in enumerate(flow.names)}
     explicit: dict[int, tuple[str, Target]] = {}
-    for key, value in items:
+    for key, value in _pin_items(pins):
         target = _target(value, f"pin {key!r}")
         pattern = key if isinstance(key, re.Pattern) else (
-            re.compile(key[3:]) if isinstance(key, str) and key.startswith("re:") else None)
+            _regex(key) if key.startswith("re:") else None)
         if pattern is not None:
             hits = [i for i, name in enumerate(flow.names) if pattern.fullmatch(name)]
         elif isinstance(key, str) and key in by_name:
@@ -55,6 +54,39 @@ def resolve_pins(flow: DataflowGraph, pins: PinSpec) -> dict[int, Target]:
             explicit[i] = (str(key), target)
     found.update({i: target for i, (_, target) in explicit.items()})
     return dict(sorted(found.items()))
+
+
+_PINS_FORM = ("pins must be a mapping of node name or 're:<regex>' to target, e.g. "
+              "{'/Softmax': 'onnxruntime', 're:/encoder/.*': 'torch'}")
+
+
+def _pin_items(pins: PinSpec) -> list[tuple[str | re.Pattern[str], Any]]:
+    """The (key, target) pairs of a pin spec, each key a string or a compiled pattern."""
+    if pins is None:
+        return []
+    if isinstance(pins, Mapping):
+        items: list[Any] = list(pins.items())
+    elif isinstance(pins, Iterable) and not isinstance(pins, (str, bytes)):
+        items = list(pins)
+    else:
+        raise ConfigError(f"{_PINS_FORM}; got {pins!r}")
+    for item in items:
+        if not (isinstance(item, tuple | list) and len(item) == 2):
+            raise ConfigError(f"{_PINS_FORM}, or a list of (node, target) pairs; got {pins!r} "
+                              f"(its item {item!r} is not a pair)")
+        if not isinstance(item[0], str | re.Pattern):
+            raise ConfigError(f"{_PINS_FORM}; the key {item[0]!r} in {pins!r} is neither a "
+                              "node name nor a regular expression")
+    return [(key, value) for key, value in items]
+
+
+def _regex(key: str) -> re.Pattern[str]:
+    try:
+        return re.compile(key[3:])
+    except re.error as err:
+        raise ConfigError(f"pin {key!r}: {key[3:]!r} is not a regular expression ({err}); "
+                          "escape special characters such as '.' or '[' with a backslash"
+                          ) from None
 
 
 def _target(value: Any, where: str) -> Target:

@@ -78,7 +78,7 @@ COMPOSITE = register_kind(
     "composite",
     device_type="composite",
     default_keys=("composite",),
-    doc="A host plus device and backend targets in priority order (seed 004).",
+    doc="A host plus device and backend targets in priority order.",
     canonicalizer=_canonicalize_composite,
     attrs=(
         AttrSpec("devices", AttrType.TARGET_LIST, doc="device and backend targets, by priority"),

@@ -1,7 +1,7 @@
 """Target tags: named, realistic target definitions kept as data.
 
 A tag expands to a target dict; ``{"tag": name, ...overrides}`` or ``"name -opt=v"`` adjusts it.
-Composite aliases (seed 004) are tags too: ``ov-cpu`` expands to a host plus its devices.
+Composite aliases are tags too: ``ov-cpu`` expands to a host plus its devices.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from tessera._private.registry import Registry
 from tessera.errors import TargetError
+from tessera.target._kind import KINDS
 
 __all__ = ["TAGS", "register_tag"]
 
@@ -19,8 +20,25 @@ TAGS: Registry[Mapping[str, Any]] = Registry("target tag", TargetError)
 
 
 def register_tag(name: str, definition: Mapping[str, Any]) -> None:
-    if "kind" not in definition:
-        raise TargetError(f"tag {name!r} must name a 'kind'")
+    """Register `definition` (a target dict with a 'kind') under `name`. It must parse as a
+    Target now, so that a mistake shows here rather than where the tag is first used."""
+    from tessera.target._target import Target
+
+    if KINDS.canonical_name(name) is not None:
+        raise TargetError(f"tag {name!r} would be hidden by the target kind of that name; "
+                          "choose another name, e.g. 'my/" + name + "'")
+    _add(name, definition)
+    try:
+        Target(name)
+    except TargetError as err:
+        TAGS.unregister(name)
+        raise TargetError(f"tag {name!r} is not a valid target: {err}") from None
+
+
+def _add(name: str, definition: Mapping[str, Any]) -> None:
+    if not isinstance(definition, Mapping) or "kind" not in definition:
+        raise TargetError(f"tag {name!r} must be a target dict that names a 'kind', e.g. "
+                          f"{{'kind': 'cpu', 'mcpu': 'skylake'}}; got {definition!r}")
     TAGS.register(name, MappingProxyType(dict(definition)))
 
 
@@ -84,7 +102,7 @@ _TAG_DATA: dict[str, dict[str, Any]] = {
     "aws/p4d.24xlarge": {"kind": "cuda", "arch": "sm_80", "max-threads-per-block": 1024,
                          "max-shared-memory-per-block": 49152, "registers-per-block": 65536,
                          "host": {**_X86_HOST, "mcpu": "cascadelake", "num-cores": 48}},
-    # Composite aliases: a host and its devices in priority order (seed 004).
+    # Composite aliases: a host and its devices in priority order.
     "ov-cpu": {"kind": "composite", "host": {"kind": "cpu"}, "devices": ["openvino", "cpu"]},
     "ort-cpu": {"kind": "composite", "host": {"kind": "cpu"}, "devices": ["onnxruntime", "cpu"]},
     "ort-cuda": {"kind": "composite", "host": {"kind": "cpu"},
@@ -93,5 +111,7 @@ _TAG_DATA: dict[str, dict[str, Any]] = {
                 "devices": ["openvino", "onnxruntime", "torch", "cpu"]},
 }
 
+# Checked by the tests rather than here: backend kinds such as openvino are registered after
+# this module loads.
 for _name, _definition in _TAG_DATA.items():
-    register_tag(_name, _definition)
+    _add(_name, _definition)

@@ -14,7 +14,7 @@ GOLDEN = Path(__file__).parent.parent / "golden"
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), env={"COLUMNS": "110"})
+    result = CliRunner().invoke(cli, list(args), env={"COLUMNS": "110"}, prog_name="tessera")
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -30,7 +30,7 @@ def check_golden(name: str, text: str) -> None:
     ("target_show_a100.txt", ["target", "show", "nvidia/a100 -max-threads-per-block=512"]),
     ("target_show_ort.txt", ["target", "show", "ort -opt-level=basic -num-threads 2"]),
     ("config_show.txt", ["config", "show", "-t", "openvino,onnxruntime,cpu -mcpu=skylake",
-                         "--target-onnxruntime-num-threads=2", "-o", "fallback=off"]),
+                         "--target-onnxruntime-num-threads=2", "-O", "fallback=off"]),
     ("config_show_json.txt", ["config", "show", "-t", "ov-cpu", "--host", "cpu -mcpu=skylake",
                               "--json"]),
 ])
@@ -56,6 +56,7 @@ def test_targets_lists_kinds_availability_attributes_and_tags() -> None:
     for tag in TAGS.names():
         assert tag in out
     assert "-max-threads-per-block" in out and "sm_80" in out
+    assert "seed" not in out.lower()
     code, out, _ = run("targets", "--json")
     data = json.loads(out)
     by_name = {k["name"]: k for k in data["kinds"]}
@@ -71,7 +72,7 @@ def test_targets_lists_kinds_availability_attributes_and_tags() -> None:
     (["target", "show", ""], "empty target string"),
     (["target", "show", "openvino -device=cuda"], "cannot serve device 'cuda'"),
     (["config", "show", "-t", "cpu,cpu"], "listed twice"),
-    (["config", "show", "-t", "cpu", "-o", "fallbak=on"], "did you mean 'fallback'"),
+    (["config", "show", "-t", "cpu", "-O", "fallbak=on"], "did you mean 'fallback'"),
     (["config", "show", "-t", "cpu", "--target-openvino-num-threads=2"], "no such target"),
     (["config", "show", "-t", "cpu", "--target-nope-x=2"], "names no known target kind"),
     (["config", "show", "-t", "cpu", "--executor", "vmm"], "unknown executor 'vmm'"),
@@ -102,7 +103,7 @@ def _mlp(tmp_path: Path) -> str:
 def test_explain_greedy_golden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "costs.sqlite"))
     code, out, err = run("explain", _mlp(tmp_path), "-t", "torch,onnxruntime",
-                         "-o", "partitioner=greedy", "--pin", "/Softmax=onnxruntime")
+                         "-O", "partitioner=greedy", "--pin", "/Softmax=onnxruntime")
     assert code == 0, err
     check_golden("explain_mlp_greedy.txt", out)
 

@@ -80,7 +80,7 @@ def cli_args(args: list[str]) -> None:
 _COMMANDS = [["target", "show"], ["config", "show", "-t"], ["explain", "-t"]]
 cli_inputs = st.tuples(st.sampled_from(_COMMANDS), target_texts,
                        st.lists(st.sampled_from(["-o", "fallback=off", "--host", "cpu",
-                                                 "-o", "x=y", "--json", "--target-ort-x=1",
+                                                 "-O", "x=y", "--json", "--target-ort-x=1",
                                                  "--executor", "aot"]), max_size=4))
 
 

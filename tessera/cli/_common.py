@@ -1,0 +1,156 @@
+"""What several commands share: the options every command spells the same way, the parsers of
+their NAME=VALUE arguments, and the placement table and end-to-end line they print."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from tessera.config import CompilationConfig, split_target_option
+from tessera.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from tessera.ir import Model
+    from tessera.placement import Plan
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CPU_BACKENDS = ("onnxruntime", "openvino", "torch", "iree", "tvm")
+
+# Commands that build a config also take tvmc-style --target-<kind>-<attr>=VALUE flags.
+TARGET_FLAGS = {"ignore_unknown_options": True, "allow_extra_args": True}
+TARGET_FLAGS_HELP = ("\b\nTarget attributes, tvmc-style: --target-<kind>-<attr>=VALUE,\n"
+                     "e.g. --target-onnxruntime-num-threads=2 (repeatable).")
+
+
+# The options below are spelled the same in every command that has them; `-o` is kept for
+# --output and `-O` for --option everywhere.
+def target_option(*, required: bool = True, note: str = "") -> Callable[[F], F]:
+    return click.option("-t", "--target", "targets", required=required, metavar="TARGETS",
+                        help='Targets in priority order, e.g. "openvino,onnxruntime,cpu"; '
+                             '"all" is every available CPU backend; or a config .json file'
+                             f"{note}.")
+
+
+def option_option(example: str) -> Callable[[F], F]:
+    return click.option("-O", "--option", "options", multiple=True, metavar="NAME=VALUE",
+                        help=f"Flow option, e.g. -O {example} (repeatable; see `tessera "
+                             "config show`).")
+
+
+def pin_option() -> Callable[[F], F]:
+    return click.option("--pin", "pins", multiple=True, metavar="NODE=TARGET",
+                        help="Pin nodes to a target (repeatable). NODE is an exact node name, "
+                             "a regular expression over node names (full match), or "
+                             "'re:<regex>'; the first '=' ends it.")
+
+
+def shape_option() -> Callable[[F], F]:
+    return click.option("--input-shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
+                        help="Fix a dynamic input shape, e.g. x=1,3,224,224 (repeatable).")
+
+
+def parse_pairs(items: tuple[str, ...], what: str) -> dict[str, str]:
+    """NAME=VALUE items split at the first '=' (a value such as a target string or a file
+    path may hold more); a later item with the same name wins."""
+    pairs = {}
+    for item in items:
+        key, has_value, value = item.partition("=")
+        if not has_value or not key:
+            raise ConfigError(f"{what} expects NAME=VALUE, got {item!r}")
+        pairs[key] = value
+    return pairs
+
+
+def parse_shapes(items: tuple[str, ...]) -> dict[str, list[int]] | None:
+    shapes = {}
+    for name, dims in parse_pairs(items, "--input-shape").items():
+        try:
+            shapes[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise ConfigError(f"--input-shape {name}={dims}: dimensions must be integers, "
+                              "e.g. x=1,3,224,224") from None
+    return shapes or None
+
+
+def cli_pins(model: Model, items: tuple[str, ...]) -> dict[str, str] | None:
+    """--pin NODE=TARGET: an exact node name, else a regular expression over node names
+    ('re:' in front is optional here)."""
+    names = set(model.dataflow.names)
+    pins = {}
+    for key, target in parse_pairs(items, "--pin").items():
+        pins[key if key in names or key.startswith("re:") else f"re:{key}"] = target
+    return pins or None
+
+
+def expand_targets(targets: str) -> str:
+    """'all' is every available CPU backend, in tessera's default priority order."""
+    if targets.strip() != "all":
+        return targets
+    from tessera import backends
+
+    available = [b for b in CPU_BACKENDS if backends.get(b).is_available().ok]
+    return ",".join(available) or "reference"
+
+
+def config_from_cli(
+    targets: str, host: str | None, executor: str | None, runtime: str | None,
+    options: tuple[str, ...], extra_args: list[str],
+) -> CompilationConfig:
+    """Build a config from CLI values, including tvmc-style --target-<kind>-<opt>=v flags."""
+    target_options: dict[str, dict[str, str]] = {}
+    args = list(extra_args)
+    while args:
+        flag = args.pop(0)
+        if not flag.startswith("--target-"):
+            raise ConfigError(f"unexpected argument {flag!r}: flow options go as -O NAME=VALUE, "
+                              "target attributes as --target-<kind>-<attr>=VALUE")
+        name, has_value, value = flag.partition("=")
+        if not has_value:
+            if not args:
+                raise ConfigError(f"{flag} needs a value, e.g. {flag}=VALUE")
+            value = args.pop(0)
+        kind, option = split_target_option(name)
+        target_options.setdefault(kind, {})[option] = value
+    flow: dict[str, str] = {}
+    for item in options:
+        key, has_value, value = item.partition("=")
+        if not has_value:
+            raise ConfigError(f"--option expects NAME=VALUE, got {item!r}")
+        flow[key.strip()] = value.strip()
+    return CompilationConfig.create(
+        targets, host=host, executor=executor, runtime=runtime,
+        target_options=target_options, **flow,
+    )
+
+
+def end_to_end_line(stats: Mapping[str, Any]) -> str:
+    """How the rival plans timed end to end, and which was kept."""
+    timings = ", ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k}: {v}"
+                        for k, v in stats["end_to_end_ms"].items())
+    return f"end to end: {timings}; kept {stats['kept']}"
+
+
+def placement_table(plan: Plan, model: Model, title: str) -> Table:
+    from rich.table import Table
+
+    ops = dict(zip(model.dataflow.names, (n.op_type for n in model.dataflow.nodes),
+                   strict=True))
+    table = Table(title=title, title_justify="left")
+    for column in ("#", "target", "nodes", "ops", "in → out", "cost ms"):
+        table.add_column(column, justify="right" if column in ("#", "nodes", "cost ms")
+                         else "left", overflow="fold")
+    for i, part in enumerate(plan.partitions):
+        counts = Counter(ops[n] for n in part.nodes)
+        summary = ", ".join(f"{op}×{c}" if c > 1 else op for op, c in counts.most_common(6))
+        if len(counts) > 6:
+            summary += f", +{len(counts) - 6} more"
+        edges = f"{len(part.inputs)} → {len(part.outputs)}"
+        cost = f"{part.cost_ms:.3f}" if part.cost_ms is not None else "-"
+        table.add_row(str(i), str(part.target), str(len(part.nodes)), summary, edges, cost)
+    return table
