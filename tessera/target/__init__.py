@@ -12,8 +12,8 @@ from tessera.target._kind import (
     kind_for_device,
     register_kind,
 )
-from tessera.target._tags import TAGS, register_tag
-from tessera.target._target import Target, TargetLike
+from tessera.target._tags import TAGS
+from tessera.target._target import Target, TargetLike, register_tag
 
 del _device_kinds
 

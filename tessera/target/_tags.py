@@ -12,30 +12,13 @@ from typing import Any
 
 from tessera._private.registry import Registry
 from tessera.errors import TargetError
-from tessera.target._kind import KINDS
 
-__all__ = ["TAGS", "register_tag"]
+__all__ = ["TAGS", "add_tag"]
 
 TAGS: Registry[Mapping[str, Any]] = Registry("target tag", TargetError)
 
 
-def register_tag(name: str, definition: Mapping[str, Any]) -> None:
-    """Register `definition` (a target dict with a 'kind') under `name`. It must parse as a
-    Target now, so that a mistake shows here rather than where the tag is first used."""
-    from tessera.target._target import Target
-
-    if KINDS.canonical_name(name) is not None:
-        raise TargetError(f"tag {name!r} would be hidden by the target kind of that name; "
-                          "choose another name, e.g. 'my/" + name + "'")
-    _add(name, definition)
-    try:
-        Target(name)
-    except TargetError as err:
-        TAGS.unregister(name)
-        raise TargetError(f"tag {name!r} is not a valid target: {err}") from None
-
-
-def _add(name: str, definition: Mapping[str, Any]) -> None:
+def add_tag(name: str, definition: Mapping[str, Any]) -> None:
     if not isinstance(definition, Mapping) or "kind" not in definition:
         raise TargetError(f"tag {name!r} must be a target dict that names a 'kind', e.g. "
                           f"{{'kind': 'cpu', 'mcpu': 'skylake'}}; got {definition!r}")
@@ -114,4 +97,4 @@ _TAG_DATA: dict[str, dict[str, Any]] = {
 # Checked by the tests rather than here: backend kinds such as openvino are registered after
 # this module loads.
 for _name, _definition in _TAG_DATA.items():
-    _add(_name, _definition)
+    add_tag(_name, _definition)

@@ -24,9 +24,9 @@ from tessera._private.values import (
 from tessera.errors import TargetError
 from tessera.target._kind import KINDS, AttrSpec, AttrType, TargetKind
 from tessera.target._syntax import join_items, quote, split_items, tokenize
-from tessera.target._tags import TAGS
+from tessera.target._tags import TAGS, add_tag
 
-__all__ = ["Target", "TargetLike"]
+__all__ = ["Target", "TargetLike", "register_tag"]
 
 TargetLike: TypeAlias = "Target | str | Mapping[str, Any]"
 _OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -521,3 +521,17 @@ def _tuning_payload(target: Target) -> dict[str, Any]:
         else:
             attrs[name] = _json_value(value)
     return {"kind": target.kind.name, "attrs": attrs}
+
+
+def register_tag(name: str, definition: Mapping[str, Any]) -> None:
+    """Register `definition` (a target dict with a 'kind') under `name`. It must parse as a
+    Target now, so that a mistake shows here rather than where the tag is first used."""
+    if KINDS.canonical_name(name) is not None:
+        raise TargetError(f"tag {name!r} would be hidden by the target kind of that name; "
+                          "choose another name, e.g. 'my/" + name + "'")
+    add_tag(name, definition)
+    try:
+        Target(name)
+    except TargetError as err:
+        TAGS.unregister(name)
+        raise TargetError(f"tag {name!r} is not a valid target: {err}") from None
