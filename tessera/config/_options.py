@@ -7,6 +7,7 @@ target's tuning key, so changing one never invalidates measured costs.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,14 +16,33 @@ from tessera._private.registry import Registry, did_you_mean
 from tessera._private.values import parse_bool, parse_int
 from tessera.errors import ConfigError
 
-__all__ = ["EXECUTORS", "MEASURE_TIMEOUT_S", "RUNTIMES", "FlowOptions", "OptionInfo",
-           "option_infos"]
+__all__ = ["EXECUTORS", "MEASURE_TIMEOUT_S", "RUNTIMES", "FlowOptions", "Implementation",
+           "OptionInfo", "option_infos"]
 
-EXECUTORS: Registry[str] = Registry("executor", ConfigError)
-EXECUTORS.register("graph", "chains the partitions in topological order in one process")
+@dataclass(frozen=True)
+class Implementation:
+    """A registered executor or runtime: what it does, and where its code lives
+    ('module:attribute', loaded on first use, so that the config layer imports none of it)."""
 
-RUNTIMES: Registry[str] = Registry("runtime", ConfigError)
-RUNTIMES.register("python", "in-process runtime handing numpy arrays between partitions")
+    doc: str
+    where: str
+
+    def load(self) -> Any:
+        module, _, attribute = self.where.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+# The executor chains a plan's compiled partitions; the runtime is the compiled model that
+# holds them and answers `run`. Each config names one of each.
+EXECUTORS: Registry[Implementation] = Registry("executor", ConfigError)
+EXECUTORS.register("graph", Implementation(
+    "chains the partitions in topological order in one process",
+    "tessera.runtime._executor:GraphExecutor"))
+
+RUNTIMES: Registry[Implementation] = Registry("runtime", ConfigError)
+RUNTIMES.register("python", Implementation(
+    "in-process runtime handing numpy arrays between partitions",
+    "tessera.runtime._compiled:CompiledModel"))
 
 PARTITIONERS = ("auto", "greedy", "collage")
 MEASURE_TIMEOUT_S = 120.0  # one candidate's compile and runs, before it counts as hung

@@ -233,7 +233,7 @@ def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> Compi
     the reference fallback) and a FallbackWarning says so."""
     from tessera.ir import load_model
     from tessera.placement._costdb import machine
-    from tessera.runtime._compiled import CompiledModel
+    from tessera.runtime._compiled import assemble
 
     artifact = read(path)
     manifest = artifact.manifest
@@ -258,7 +258,7 @@ def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> Compi
     same_machine = manifest.get("machine") == machine()
     built = [_build(artifact, model, part.target, part.nodes, record, same_machine, policy)
              for part, record in zip(plan.partitions, records, strict=True)]
-    compiled = CompiledModel(model, config, plan, [b for b, _ in built], policy)
+    compiled = assemble(model, config, plan, [b for b, _ in built], policy)
     compiled.sources = [how for _, how in built]
     return compiled
 

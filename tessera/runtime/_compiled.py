@@ -4,7 +4,7 @@ chain them, freeing every intermediate as soon as its last consumer has run."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +14,7 @@ from tessera._private.text import first_line
 from tessera.backends import Compiled
 from tessera.backends._protocol import InputCheck, TensorSpec
 from tessera.backends._threads import ThreadPolicy, prepare_environment
-from tessera.config import CompilationConfig
+from tessera.config import EXECUTORS, RUNTIMES, CompilationConfig
 from tessera.errors import CompileError
 from tessera.ir import Model, extract_submodel, load_model
 from tessera.placement import FALLBACK, Built, PinSpec, Plan, Progress, place
@@ -43,32 +43,13 @@ class CompiledModel:
         self.inputs_names = [s.name for s in self.inputs]
         self._check = InputCheck(self.inputs)
         self.outputs = list(flow.graph_outputs)
-        self._constants = {n: t for n, t in flow.initializers.items() if n in self.outputs}
-        # the loop's work prepared once: in a chain every interpreted step runs with caches
-        # the backends just evicted, so each costs several times what it costs in a loop
-        self._steps = [(tuple(part.inputs), compiled.run_checked, tuple(frees))
-                       for part, compiled, frees in zip(
-                           plan.partitions, parts, _last_uses(plan, self.outputs), strict=True)]
-        only = plan.partitions[0] if len(plan.partitions) == 1 else None
-        whole = only is not None and not self._constants and list(only.outputs) == \
-            self.outputs and sorted(only.inputs) == sorted(self.inputs_names)
-        self._whole = parts[0] if whole else None
+        constants = {n: t for n, t in flow.initializers.items() if n in self.outputs}
+        executor = EXECUTORS.get(config.executor).load()
+        self.executor = executor(plan, parts, self.inputs_names, self.outputs, constants)
+        self._execute: Callable[[dict[str, Any]], dict[str, np.ndarray]] = self.executor.run
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        values: dict[str, Any] = self._check(inputs)  # once, at the model's boundary
-        if self._whole is not None:  # one partition: no bookkeeping between backends
-            return self._whole.run_checked(values)
-        for names, run, frees in self._steps:
-            values.update(run({n: values[n] for n in names}))
-            for name in frees:
-                values.pop(name, None)
-        return {name: values[name] if name in values else
-                self._constant(name) for name in self.outputs}
-
-    def _constant(self, name: str) -> np.ndarray:
-        from onnx import numpy_helper
-
-        return numpy_helper.to_array(self._constants[name])
+        return self._execute(self._check(inputs))  # inputs checked once, at the boundary
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write one `.tess` file (atomically): the plan, config, every partition's ONNX
@@ -79,6 +60,13 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         return f"CompiledModel({self.plan.summary()})"
+
+
+def assemble(model: Model, config: CompilationConfig, plan: Plan, parts: list[Compiled],
+             policy: ThreadPolicy | None = None) -> CompiledModel:
+    """The built partitions as a compiled model of the config's runtime."""
+    runtime: type[CompiledModel] = RUNTIMES.get(config.runtime).load()
+    return runtime(model, config, plan, parts, policy)
 
 
 def policy_for(config: CompilationConfig, plan: Plan) -> ThreadPolicy:
@@ -130,8 +118,8 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
     placed = place(loaded, config, pins=pins, builder=RuntimeBuilder(), build=True,
                    progress=progress)
     assert placed.built is not None  # build=True with a builder always builds
-    return CompiledModel(loaded, config, placed.plan,
-                         [p for p in placed.built.parts if p is not None])
+    return assemble(loaded, config, placed.plan,
+                    [p for p in placed.built.parts if p is not None])
 
 
 def partition(model: Any, config: Any = None, partitioner: str | None = None,
@@ -155,7 +143,7 @@ class RuntimeBuilder:
         policy = policy_for(config, plan)
         parts, failures = build_partitions(model, plan, policy,
                                            warm=config.options.compile_cache)
-        runnable = None if failures else CompiledModel(
+        runnable = None if failures else assemble(
             model, config, plan, [p for p in parts if p is not None], policy)
         return Built(plan, tuple(parts), failures, runnable)
 
@@ -189,16 +177,6 @@ def submodel_of(model: Model, nodes: tuple[str, ...] | list[str]) -> onnx.ModelP
     return extract_submodel(model, model.node_set(nodes))
 
 
-def _last_uses(plan: Plan, keep: list[str]) -> list[list[str]]:
-    last: dict[str, int] = {}
-    for i, part in enumerate(plan.partitions):
-        for name in part.inputs:
-            last[name] = i
-    frees: list[list[str]] = [[] for _ in plan.partitions]
-    for name, i in last.items():
-        if name not in keep:
-            frees[i].append(name)
-    return frees
 
 
 def _spec(name: str, types: Mapping[str, Any]) -> TensorSpec:
@@ -210,5 +188,6 @@ def _spec(name: str, types: Mapping[str, Any]) -> TensorSpec:
     return TensorSpec(name, dtype, value_type.shape if value_type is not None else None)
 
 
-__all__ = ["CompiledModel", "RuntimeBuilder", "Transfer", "as_config", "build_partitions",
+__all__ = ["CompiledModel", "RuntimeBuilder", "Transfer", "as_config", "assemble",
+           "build_partitions",
            "compile", "partition", "plan_devices"]

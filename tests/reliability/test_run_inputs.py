@@ -17,10 +17,6 @@ TARGETS = [t for t in ("onnxruntime", "openvino", "torch") if backends.get(t).is
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> tessera.CompiledModel:
-    import os
-
-    os.environ.setdefault("TESSERA_COST_DB",
-                          str(tmp_path_factory.mktemp("db") / "costs.sqlite"))
     pins = {"/Erf": TARGETS[1]} if len(TARGETS) > 1 else None
     return tessera.compile(zoo.export("mlp", 1), TARGETS, partitioner="greedy", pins=pins)
 

@@ -115,8 +115,24 @@ def test_devices_change_only_at_partition_boundaries() -> None:
 
 
 def test_intermediates_are_freed_after_their_last_consumer() -> None:
-    from tessera.runtime._compiled import _last_uses
+    from tessera.runtime._executor import _last_uses
 
     plan = _plan(("onnxruntime", ("x",), ("a", "b")), ("openvino", ("a",), ("c",)),
                  ("torch", ("b", "c"), ("y",)))
     assert _last_uses(plan, ["y"]) == [["x"], ["a"], ["b", "c"]]
+
+
+def test_the_config_names_the_executor_and_the_runtime_that_run_the_plan() -> None:
+    """Executor and runtime are registered implementations the compiled model dispatches
+    to, not names that are only validated."""
+    from tessera.config import EXECUTORS, RUNTIMES
+    from tessera.runtime import CompiledModel
+    from tessera.runtime._executor import GraphExecutor
+
+    model = zoo.export("mlp", 1)
+    compiled = tessera.compile(model, "onnxruntime", executor="graph", runtime="python")
+    assert type(compiled) is RUNTIMES.get("python").load() is CompiledModel
+    assert isinstance(compiled.executor, GraphExecutor)
+    assert EXECUTORS.get("graph").load() is GraphExecutor
+    with pytest.raises(tessera.errors.ConfigError, match=r"unknown executor 'grpah'.*'graph'"):
+        tessera.compile(model, "onnxruntime", executor="grpah")
