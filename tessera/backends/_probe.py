@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from tessera.backends._deviations import Deviation, first_deviation
 from tessera.backends._protocol import Backend, Support
 from tessera.backends._schema import schema_for
-from tessera.ir._load import INTEGER_TYPES
+from tessera.ir._dtypes import INTEGER_TYPES
 
 if TYPE_CHECKING:
     import onnx

@@ -124,8 +124,8 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
     from tessera.runtime._place import as_config, place
     from tessera.runtime._remember import remember_guard_passed
 
-    loaded = model if isinstance(model, Model) else load_model(model)
     config = as_config(config, options)
+    loaded = model if isinstance(model, Model) else load_model(model, verify=config.options.verify)
     prepare_environment(len(config.priority))
     banned: dict[str, dict[str, str]] = {}
     while True:

@@ -51,8 +51,9 @@ def partition(model: Any, config: Any = None, partitioner: str | None = None,
     collage with several targets); `pins` maps node names or 're:<regex>' to targets."""
     if partitioner is not None:
         options = {**options, "partitioner": partitioner}
-    loaded = model if isinstance(model, Model) else load_model(model)
-    return place(loaded, as_config(config, options), pins, progress=progress)[0]
+    config = as_config(config, options)
+    loaded = model if isinstance(model, Model) else load_model(model, verify=config.options.verify)
+    return place(loaded, config, pins, progress=progress)[0]
 
 
 def place(model: Model, config: CompilationConfig, pins: PinSpec = None,
