@@ -4,7 +4,11 @@ versions and a SHA-256 for every entry.
 
 - Weights are stored once: each initializer of 1 KiB or more goes to `tensors/<sha256>`,
   and the ONNX files refer to it by that name, so partitions share the source's weights.
-- Writing goes to a temporary file beside the target, then a rename: no half-written file.
+- With the flow option link-params=false those tensors go instead to one file beside the
+  artifact, `<artifact>.weights`: concatenated, each aligned, their offsets, lengths and
+  SHA-256s in the manifest. Loading memory-maps that file rather than reading it.
+- Writing goes to temporary files beside the targets, then renames (the weights file first,
+  then the artifact that names it): no half-written file is ever visible.
 - Loading checks every checksum, never runs code from the file (no pickle, no shared
   libraries) and never measures.
 """
@@ -17,7 +21,8 @@ import os
 import time
 import warnings
 import zipfile
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +34,7 @@ from tessera.errors import ArtifactError, TesseraError
 from tessera.target import Target
 
 if TYPE_CHECKING:
+    import numpy as np
     import onnx
 
     from tessera.backends import Compiled
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
 FORMAT, VERSION = "tessera-artifact", 1
 MANIFEST = "manifest.json"
 _SHARED_BYTES = 1024  # initializers at least this big are stored once, by content
+_ALIGNMENT = 64  # of each tensor in a weights file: any dtype's views stay aligned
 
 
 class FallbackWarning(UserWarning):
@@ -76,7 +83,9 @@ def save(compiled: CompiledModel, path: Path) -> Path:
             entries[record["cache"]] = (_externalize_bytes(cache, tensors)
                                         if backend.cache_format == "onnx" else cache)
         partitions.append(record)
-    entries.update(tensors)
+    linked = compiled.config.options.link_params
+    if linked:
+        entries.update(tensors)
     entries["plan.json"] = compiled.plan.to_json().encode()
     entries["config.json"] = compiled.config.to_json().encode()
     used = sorted({Target(p.target).kind.name for p in compiled.plan.partitions})
@@ -91,17 +100,56 @@ def save(compiled: CompiledModel, path: Path) -> Path:
         "partitions": partitions,
         "files": {name: _sha(data) for name, data in sorted(entries.items())},
     }
+    layout = None if linked else _weights_layout(f"{path.name}.weights", tensors)
+    if layout is not None:
+        manifest["weights"] = layout
     manifest["checksum"] = _sha(_canonical(manifest))
-    _write_zip(path, {MANIFEST: json.dumps(manifest, indent=1).encode(), **entries})
+    entries = {MANIFEST: json.dumps(manifest, indent=1).encode(), **entries}
+    if layout is None:
+        with atomic_file(path) as handle:
+            _write_zip(handle, entries)
+    else:
+        _write_beside(path, entries, tensors, layout)
     return path
 
 
-def _write_zip(path: Path, entries: dict[str, bytes]) -> None:
-    with atomic_file(path) as handle, zipfile.ZipFile(handle, "w") as archive:
+def _write_zip(handle: Any, entries: dict[str, bytes]) -> None:
+    with zipfile.ZipFile(handle, "w") as archive:
         for name, data in entries.items():
             # weights barely compress: store them; compress the rest
             method = zipfile.ZIP_STORED if name.startswith("tensors/") else zipfile.ZIP_DEFLATED
             archive.writestr(name, data, compress_type=method)
+
+
+def _weights_layout(file: str, tensors: dict[str, bytes]) -> dict[str, Any]:
+    """Where each tensor goes in the weights file: what the manifest records of it. A
+    tensor's name is `tensors/<its SHA-256>`."""
+    index, end = {}, 0
+    for name, data in tensors.items():
+        offset = -(-end // _ALIGNMENT) * _ALIGNMENT
+        index[name] = {"offset": offset, "length": len(data),
+                       "sha256": name.removeprefix("tensors/")}
+        end = offset + len(data)
+    return {"file": file, "size": end, "alignment": _ALIGNMENT, "tensors": index}
+
+
+def _write_beside(path: Path, entries: dict[str, bytes], tensors: dict[str, bytes],
+                  layout: dict[str, Any]) -> None:
+    """The artifact and its weights file, each through a temporary file; the weights file is
+    renamed into place first, so the artifact never names weights that are not there yet."""
+    import io
+
+    archive = io.BytesIO()  # without its weights the archive is small: built before any file
+    _write_zip(archive, entries)
+    with atomic_file(path) as handle:
+        handle.write(archive.getbuffer())
+        with atomic_file(path.with_name(layout["file"])) as weights:
+            position = 0
+            for name, data in tensors.items():
+                offset = layout["tensors"][name]["offset"]
+                weights.write(bytes(offset - position))
+                weights.write(data)
+                position = offset + len(data)
 
 
 def _externalize(model: onnx.ModelProto, tensors: dict[str, bytes]) -> bytes:
@@ -145,14 +193,17 @@ def _inline_size(tensor: onnx.TensorProto) -> int:
 # -- reading -------------------------------------------------------------------------------
 @dataclass
 class Artifact:
-    """An artifact's verified contents."""
+    """An artifact's verified contents. `weights` are the tensors of a weights file kept
+    beside it (link-params=false), as views of that file memory-mapped."""
 
     path: Path
     manifest: dict[str, Any]
     files: dict[str, bytes]
+    weights: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     def model(self, name: str) -> onnx.ModelProto:
-        return _internalize(self.files[name], self.files, f"{self.path}:{name}")
+        return _internalize(self.files[name], {**self.files, **self.weights},
+                            f"{self.path}:{name}")
 
     @property
     def plan(self) -> Plan:
@@ -200,10 +251,55 @@ def read(path: str | os.PathLike[str]) -> Artifact:
         if name not in listed or _sha(files[name]) != listed[name]:
             raise ArtifactError(f"{where}: entry {name} fails its SHA-256 check; the file is "
                                 "damaged or was edited: recompile the model")
-    return Artifact(where, manifest, files)
+    weights = _map_weights(where, manifest["weights"]) if "weights" in manifest else {}
+    return Artifact(where, manifest, files, weights)
 
 
-def _internalize(data: bytes, files: dict[str, bytes], where: str) -> onnx.ModelProto:
+def _map_weights(where: Path, layout: Any) -> dict[str, np.ndarray]:
+    """The tensors of the weights file beside `where`, memory-mapped, each checked against
+    its SHA-256 (hashing reads the pages through the map: nothing is copied)."""
+    import numpy as np
+
+    damaged = (f"{where}: its manifest's weights entry is malformed; the artifact is damaged: "
+               "recompile the model")
+    try:
+        name, size, tensors = layout["file"], int(layout["size"]), dict(layout["tensors"])
+    except (KeyError, TypeError, ValueError):
+        raise ArtifactError(damaged) from None
+    if not isinstance(name, str) or Path(name).name != name or name in (".", ".."):
+        raise ArtifactError(damaged)  # only ever a file beside the artifact
+    file = where.parent / name
+    fix = (f"put the {name} saved with it beside {where.name}, or recompile and save again "
+           "(link-params=true keeps the weights inside the artifact)")
+    if not file.is_file():
+        raise ArtifactError(f"{where} keeps its weights in {file} (saved with "
+                            f"link-params=false), which is missing: {fix}")
+    if file.stat().st_size != size:
+        raise ArtifactError(f"weights file {file} holds {file.stat().st_size} bytes, but "
+                            f"{where.name} expects {size}: it is damaged or from another "
+                            f"save: {fix}")
+    try:
+        mapped = np.memmap(file, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+    except (OSError, ValueError) as err:
+        raise ArtifactError(f"cannot map weights file {file}: {err}") from None
+    views = {}
+    for tensor, entry in tensors.items():  # in file order
+        try:
+            offset, length, sha = int(entry["offset"]), int(entry["length"]), entry["sha256"]
+        except (KeyError, TypeError, ValueError):
+            raise ArtifactError(damaged) from None
+        view = mapped[max(offset, 0):offset + length]
+        if offset < 0 or len(view) != length or \
+                hashlib.sha256(view.data).hexdigest() != sha:
+            raise ArtifactError(f"weights file {file}: tensor {tensor} (bytes {offset} to "
+                                f"{offset + length}) fails its SHA-256 check; the file is "
+                                f"damaged or from another save: {fix}")
+        views[tensor] = view
+    return views
+
+
+def _internalize(data: bytes, files: Mapping[str, bytes | np.ndarray], where: str
+                 ) -> onnx.ModelProto:
     import onnx
 
     try:
@@ -217,7 +313,8 @@ def _internalize(data: bytes, files: dict[str, bytes], where: str) -> onnx.Model
         if location not in files:  # never read a path outside the artifact
             raise ArtifactError(f"{where}: weight {tensor.name!r} refers to {location!r}, "
                                 "which the artifact does not contain")
-        tensor.raw_data = files[location]
+        content = files[location]
+        tensor.raw_data = content if isinstance(content, bytes) else content.tobytes()
         del tensor.external_data[:]
         tensor.data_location = onnx.TensorProto.DEFAULT
     return model
