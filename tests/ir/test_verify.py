@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+import tessera
 from tessera import load_model
 from tessera.errors import ModelError
 from tessera.ir import DataflowGraph
@@ -183,18 +184,28 @@ def test_invalid_utf8_is_a_model_error_naming_the_field(field: str, path: str) -
         load_model(data)
 
 
-def test_verify_catches_a_cleanup_that_breaks_an_invariant() -> None:
-    """Unnamed nodes are named by position; folding a Constant node shifts the positions, so
-    the unnamed Relu becomes 'Relu_0', the name another node has. Only `verify` says so."""
+def _renamed_by_cleanup() -> onnx.ModelProto:
+    """Unnamed nodes are named by position; folding the Constant node shifts the positions,
+    so the unnamed Relu becomes 'Relu_0', the name another node has."""
     nodes = [helper.make_node("Constant", [], ["c"], value_float=1.0),
              helper.make_node("Relu", ["x"], ["r"]),
              helper.make_node("Add", ["r", "c"], ["a"], name="add"),
              helper.make_node("Relu", ["a"], ["y"], name="Relu_0")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [2])],
                               [helper.make_tensor_value_info("y", 1, [2])])
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_verify_catches_a_cleanup_that_breaks_an_invariant() -> None:
+    proto = _renamed_by_cleanup()
     verify_model(proto)
-    assert load_model(proto).dataflow.names == ["Relu_0", "add", "Relu_0"]
+    assert load_model(proto).dataflow.names == ["Relu_0", "add", "Relu_0"]  # unnoticed
     with pytest.raises(ModelError, match="IR verifier after the graph cleanup 'Constant nodes "
                                          "to initializers': node name 'Relu_0' is used twice"):
         load_model(proto, verify=True)
+
+
+def test_the_verify_flow_option_reaches_the_loader() -> None:
+    with pytest.raises(ModelError, match="IR verifier after the graph cleanup"):
+        tessera.partition(_renamed_by_cleanup(), "reference", verify=True)
+    assert tessera.partition(_renamed_by_cleanup(), "reference").partitions
