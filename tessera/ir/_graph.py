@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tessera.errors import ModelError
 from tessera.ir._constant import constant_tensor
+from tessera.ir._dtypes import UNDEFINED
 
 if TYPE_CHECKING:
     import onnx
@@ -38,7 +39,7 @@ def members(mask: NodeSet) -> Iterator[int]:
 
 @dataclass(frozen=True)
 class ValueType:
-    elem_type: int  # onnx.TensorProto data type; 0 when unknown
+    elem_type: int  # an ONNX element type (see _dtypes); UNDEFINED (0) when unknown
     shape: tuple[int | str | None, ...] | None  # None: unknown rank
 
     @property
@@ -201,7 +202,7 @@ def _topological(preds: list[list[int]]) -> list[int]:
 
 def _value_type(value: onnx.ValueInfoProto) -> ValueType:
     if not value.type.HasField("tensor_type"):
-        return ValueType(0, None)
+        return ValueType(UNDEFINED, None)
     tensor = value.type.tensor_type
     if not tensor.HasField("shape"):
         return ValueType(tensor.elem_type, None)

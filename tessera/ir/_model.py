@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tessera.errors import ModelError
 from tessera.ir import _load
-from tessera.ir._dtypes import INTEGER_TYPES
+from tessera.ir._dtypes import INTEGER_TYPES, UNDEFINED
 from tessera.ir._graph import DataflowGraph, NodeSet, bits, members, subgraph_inputs
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def _value_info(name: str, types: Mapping[str, Any]) -> onnx.ValueInfoProto:
     value_type = types.get(name)
     if value_type is None or value_type.shape is None:
         return onnx.helper.make_tensor_value_info(
-            name, value_type.elem_type if value_type else 0, None
+            name, value_type.elem_type if value_type else UNDEFINED, None
         )
     return onnx.helper.make_tensor_value_info(name, value_type.elem_type, list(value_type.shape))
 
