@@ -119,7 +119,7 @@ def _child_time(spec: dict[str, Any]) -> dict[str, Any]:
         first = outputs[0] if isinstance(outputs, list) else (
             next(iter(outputs.values())) if isinstance(outputs, dict) else outputs.to_tuple()[0])
     else:
-        from tessera.runtime._artifact import load
+        from tessera.runtime._loading import load
 
         compiled = load(spec["artifact"])
 

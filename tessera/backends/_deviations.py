@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tessera.backends._protocol import Support
+from tessera.ir import _dtypes as dtypes
 
 if TYPE_CHECKING:
     import onnx
@@ -17,10 +18,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Deviation", "NodeFacts", "first_deviation"]
 
-FLOAT64 = 11
-BFLOAT16 = 16
-FLOAT8 = frozenset({17, 18, 19, 20, 23, 24})  # float8 variants, float4e2m1, float8e8m0
-SIGNED_INTEGERS = frozenset({3, 5, 6, 7})
+FLOAT64 = dtypes.DOUBLE
+BFLOAT16 = dtypes.BFLOAT16
+FLOAT8 = dtypes.MINIFLOATS  # float8 variants, float4e2m1, float8e8m0
+SIGNED_INTEGERS = dtypes.SIGNED_INTEGERS
 
 
 @dataclass(frozen=True)

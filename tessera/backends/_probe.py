@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from tessera.backends._deviations import Deviation, first_deviation
 from tessera.backends._protocol import Backend, Support
 from tessera.backends._schema import schema_for
-from tessera.ir._load import INTEGER_TYPES
+from tessera.ir._dtypes import INTEGER_TYPES, UNDEFINED
 
 if TYPE_CHECKING:
     import onnx
@@ -101,7 +101,7 @@ def _info(name: str, types: Mapping[str, ValueType]) -> onnx.ValueInfoProto:
 
     value_type = types.get(name)
     if value_type is None:
-        return helper.make_tensor_value_info(name, 0, None)
+        return helper.make_tensor_value_info(name, UNDEFINED, None)
     return helper.make_tensor_value_info(name, value_type.elem_type, value_type.shape)
 
 

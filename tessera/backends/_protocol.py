@@ -193,16 +193,10 @@ class Backend:
 BACKENDS: Registry[Backend] = Registry("backend")
 
 
-def check_inputs(
-    specs: list[TensorSpec], inputs: Mapping[str, Any]
-) -> dict[str, np.ndarray]:
-    """Inputs as arrays, or an InputError listing what was expected."""
-    return InputCheck(specs)(inputs)
-
-
 class InputCheck:
-    """`check_inputs` prepared once for a list of specs: on the hot path of every run, a
-    correct call costs a dict lookup, a dtype compare and a shape compare per input."""
+    """Inputs as arrays, or an InputError listing what was expected. Prepared once for a list
+    of specs: on the hot path of every run, a correct call costs a dict lookup, a dtype
+    compare and a shape compare per input."""
 
     def __init__(self, specs: list[TensorSpec]) -> None:
         import numpy as np

@@ -14,6 +14,8 @@ import torch
 from onnx import helper, numpy_helper
 
 from tessera.backends._torch_ops import DTYPES, OPS, Ctx
+from tessera.ir import _dtypes as dtypes
+from tessera.ir._constant import constant_tensor
 
 _SMALL = 64  # static inputs up to this size are also handed to converters as Python lists
 
@@ -86,7 +88,7 @@ def make_ctx(node: onnx.NodeProto, opset: int, static: Mapping[str, torch.Tensor
     attrs = {a.name: _attribute(a) for a in node.attribute}
     small = {i: static[n].tolist() for i, n in enumerate(node.input)
              if n in static and static[n].numel() <= _SMALL}
-    out_types = [1] * len(list(node.output))
+    out_types = [dtypes.FLOAT] * len(list(node.output))
     while out_types and not node.output[len(out_types) - 1]:
         out_types.pop()
     return Ctx(node.op_type, schema.since_version, attrs, small, out_types)
@@ -104,17 +106,11 @@ def _attribute(attr: onnx.AttributeProto) -> Any:
 
 
 def _constant(node: onnx.NodeProto, device: torch.device) -> torch.Tensor:
-    attr = node.attribute[0]
-    value = helper.get_attribute_value(attr)
-    if isinstance(value, onnx.TensorProto):
-        array = numpy_helper.to_array(value)
-    elif attr.name in ("value_float", "value_floats"):
-        array = np.array(value, dtype=np.float32)
-    elif attr.name in ("value_int", "value_ints"):
-        array = np.array(value, dtype=np.int64)
-    else:
-        raise ValueError(f"Constant with a {attr.name} attribute is not handled")
-    return _to_tensor(array, device)
+    tensor = constant_tensor(node)
+    if tensor is None:
+        names = ", ".join(a.name for a in node.attribute)
+        raise ValueError(f"Constant with attribute(s) {names} is not handled")
+    return _to_tensor(numpy_helper.to_array(tensor), device)
 
 
 def _to_tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:

@@ -14,18 +14,20 @@ import torch
 from torch.nn import functional as F
 
 from tessera._private.registry import Registry
+from tessera.ir import _dtypes as dtypes
 
 Tensor = torch.Tensor
 
 # ONNX TensorProto data types the converter handles, and their torch dtypes.
 DTYPES: dict[int, torch.dtype] = {
-    1: torch.float32, 2: torch.uint8, 3: torch.int8, 5: torch.int16, 6: torch.int32,
-    7: torch.int64, 9: torch.bool, 10: torch.float16, 11: torch.float64,
+    dtypes.FLOAT: torch.float32, dtypes.UINT8: torch.uint8, dtypes.INT8: torch.int8,
+    dtypes.INT16: torch.int16, dtypes.INT32: torch.int32, dtypes.INT64: torch.int64,
+    dtypes.BOOL: torch.bool, dtypes.FLOAT16: torch.float16, dtypes.DOUBLE: torch.float64,
 }
 # float16 arithmetic on torch's CPU rounds differently from the reference: float16 is only
 # claimed by ops that move data (ANY), not by ops that compute.
-FLOATS = frozenset({1, 11})
-INTS = frozenset({2, 3, 5, 6, 7})
+FLOATS = frozenset({dtypes.FLOAT, dtypes.DOUBLE})
+INTS = frozenset({dtypes.UINT8, dtypes.INT8, dtypes.INT16, dtypes.INT32, dtypes.INT64})
 NUMERIC = FLOATS | INTS
 
 
@@ -111,9 +113,9 @@ def _unary(fn: Callable[[Tensor], Tensor]) -> Callable[..., Tensor]:
 
 
 for _name, _fn in _UNARY.items():
-    op(_name, dtypes=FLOATS | frozenset({3, 5, 6, 7}))(_unary(_fn))
+    op(_name, dtypes=FLOATS | dtypes.SIGNED_INTEGERS)(_unary(_fn))
 for _name, _fn in _UNARY_FLOAT.items():
-    op(_name, dtypes=FLOATS if _name != "Relu" else FLOATS | frozenset({3, 5, 6, 7}))(
+    op(_name, dtypes=FLOATS if _name != "Relu" else FLOATS | dtypes.SIGNED_INTEGERS)(
         _unary(_fn))
 
 
@@ -144,7 +146,7 @@ def _div(ctx: Ctx, a: Tensor, b: Tensor) -> Tensor:
     return torch.div(a, b, rounding_mode="trunc")
 
 
-@op("Pow", dtypes=FLOATS | frozenset({6, 7}))
+@op("Pow", dtypes=FLOATS | frozenset({dtypes.INT32, dtypes.INT64}))
 def _pow(ctx: Ctx, a: Tensor, b: Tensor) -> Tensor:
     return torch.pow(a, b.to(a.dtype)).to(a.dtype)
 
@@ -184,13 +186,13 @@ def _binary(fn: Callable[[Tensor, Tensor], Tensor]) -> Callable[..., Tensor]:
 
 
 for _name, _binary_fn in _COMPARE.items():
-    op(_name, dtypes=NUMERIC | frozenset({9}), check=_same_types)(_binary(_binary_fn))
+    op(_name, dtypes=NUMERIC | frozenset({dtypes.BOOL}), check=_same_types)(_binary(_binary_fn))
 _LOGIC: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
     "And": torch.logical_and, "Or": torch.logical_or, "Xor": torch.logical_xor,
 }
 for _name, _binary_fn in _LOGIC.items():
-    op(_name, dtypes=frozenset({9}))(_binary(_binary_fn))
-op("Not", dtypes=frozenset({9}))(lambda ctx, x: torch.logical_not(x))
+    op(_name, dtypes=frozenset({dtypes.BOOL}))(_binary(_binary_fn))
+op("Not", dtypes=frozenset({dtypes.BOOL}))(lambda ctx, x: torch.logical_not(x))
 op("IsNaN", dtypes=FLOATS)(lambda ctx, x: torch.isnan(x))
 
 
@@ -200,7 +202,7 @@ def _isinf(ctx: Ctx, x: Tensor) -> Tensor:
     return (torch.isposinf(x) & bool(pos)) | (torch.isneginf(x) & bool(neg))
 
 
-@op("Where", dtypes=frozenset({9}))
+@op("Where", dtypes=frozenset({dtypes.BOOL}))
 def _where(ctx: Ctx, cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
     return torch.where(cond, a, b)
 
@@ -208,7 +210,7 @@ def _where(ctx: Ctx, cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
 # -- activations --------------------------------------------------------------------------
 op("LeakyRelu", dtypes=FLOATS)(lambda ctx, x: F.leaky_relu(x, ctx.get("alpha", 0.01)))
 op("Elu", dtypes=FLOATS)(lambda ctx, x: F.elu(x, ctx.get("alpha", 1.0)))
-op("Celu", dtypes=frozenset({1}))(lambda ctx, x: F.celu(x, ctx.get("alpha", 1.0)))
+op("Celu", dtypes=frozenset({dtypes.FLOAT}))(lambda ctx, x: F.celu(x, ctx.get("alpha", 1.0)))
 op("ThresholdedRelu", dtypes=FLOATS)(
     lambda ctx, x: torch.where(x > ctx.get("alpha", 1.0), x, torch.zeros_like(x)))
 
@@ -270,7 +272,8 @@ op("LogSoftmax", dtypes=FLOATS, check=_softmax_check)(_softmax(torch.log_softmax
 
 # -- linear algebra and convolution --------------------------------------------------------
 # float16 matmul accumulates differently in torch than in the reference: not claimed
-op("MatMul", dtypes=frozenset({1, 11, 6, 7}))(lambda ctx, a, b: torch.matmul(a, b))
+op("MatMul", dtypes=frozenset({dtypes.FLOAT, dtypes.DOUBLE, dtypes.INT32, dtypes.INT64}))(
+    lambda ctx, a, b: torch.matmul(a, b))
 
 
 @op("Gemm", dtypes=FLOATS)
@@ -406,7 +409,7 @@ _MAX_POOL = {3: F.max_pool1d, 4: F.max_pool2d, 5: F.max_pool3d}
 _AVG_POOL = {3: F.avg_pool1d, 4: F.avg_pool2d, 5: F.avg_pool3d}
 
 
-@op("MaxPool", dtypes=FLOATS | frozenset({2, 3}), check=_pool_check)
+@op("MaxPool", dtypes=FLOATS | frozenset({dtypes.UINT8, dtypes.INT8}), check=_pool_check)
 def _max_pool(ctx: Ctx, x: Tensor) -> Tensor:
     kernel = ctx.get("kernel_shape")
     strides, dilations, pads = _spatial(ctx, x.dim())
@@ -464,7 +467,7 @@ def _instance_norm(ctx: Ctx, x: Tensor, scale: Tensor, bias: Tensor) -> Tensor:
 def _layer_norm_check(ctx: Ctx, types: list[int], ranks: list[int | None]) -> str | None:
     if len(ctx.out_types) > 1:
         return "the Mean and InvStdDev outputs are not handled"
-    if ctx.get("stash_type", 1) != 1:
+    if ctx.get("stash_type", dtypes.FLOAT) != dtypes.FLOAT:
         return "stash_type other than float is not handled"
     return None if ranks[0] is not None else "unknown rank"
 
@@ -537,8 +540,10 @@ def _nonempty(ctx: Ctx, types: list[int], ranks: list[int | None]) -> str | None
 op("ReduceSum", check=_nonempty)(_reduction(lambda x, a, k: x.sum(dim=a, keepdim=k)))
 op("ReduceMean", dtypes=FLOATS, check=_nonempty)(
     _reduction(lambda x, a, k: x.mean(dim=a, keepdim=k)))
-op("ReduceMax", dtypes=FLOATS | frozenset({6, 7}), check=_nonempty)(_reduction(_amax))
-op("ReduceMin", dtypes=FLOATS | frozenset({6, 7}), check=_nonempty)(_reduction(_amin))
+op("ReduceMax", dtypes=FLOATS | frozenset({dtypes.INT32, dtypes.INT64}), check=_nonempty)(
+    _reduction(_amax))
+op("ReduceMin", dtypes=FLOATS | frozenset({dtypes.INT32, dtypes.INT64}), check=_nonempty)(
+    _reduction(_amin))
 op("ReduceProd", check=_nonempty)(_reduction(_prod))
 op("ReduceL1", dtypes=FLOATS, check=_nonempty)(
     _reduction(lambda x, a, k: x.abs().sum(dim=a, keepdim=k)))
@@ -556,17 +561,17 @@ def _arg_check(ctx: Ctx, types: list[int], ranks: list[int | None]) -> str | Non
     return "select_last_index=1 is not handled" if ctx.get("select_last_index", 0) else None
 
 
-@op("ArgMax", dtypes=FLOATS | frozenset({6, 7}), check=_arg_check)
+@op("ArgMax", dtypes=FLOATS | frozenset({dtypes.INT32, dtypes.INT64}), check=_arg_check)
 def _argmax(ctx: Ctx, x: Tensor) -> Tensor:
     return torch.argmax(x, dim=ctx.get("axis", 0), keepdim=bool(ctx.get("keepdims", 1)))
 
 
-@op("ArgMin", dtypes=FLOATS | frozenset({6, 7}), check=_arg_check)
+@op("ArgMin", dtypes=FLOATS | frozenset({dtypes.INT32, dtypes.INT64}), check=_arg_check)
 def _argmin(ctx: Ctx, x: Tensor) -> Tensor:
     return torch.argmin(x, dim=ctx.get("axis", 0), keepdim=bool(ctx.get("keepdims", 1)))
 
 
-@op("CumSum", dtypes=FLOATS | frozenset({6, 7}))
+@op("CumSum", dtypes=FLOATS | frozenset({dtypes.INT32, dtypes.INT64}))
 def _cumsum(ctx: Ctx, x: Tensor, axis: Tensor) -> Tensor:
     dim = ctx.ints(1, axis)[0]  # type: ignore[index]
     if ctx.get("reverse", 0):
@@ -578,7 +583,7 @@ def _cumsum(ctx: Ctx, x: Tensor, axis: Tensor) -> Tensor:
 
 
 # -- shapes and data movement --------------------------------------------------------------
-ANY = NUMERIC | frozenset({9, 10})
+ANY = NUMERIC | frozenset({dtypes.BOOL, dtypes.FLOAT16})
 
 
 @op("Identity", dtypes=ANY)
@@ -746,12 +751,12 @@ op("CastLike", dtypes=ANY, check=_cast_like_check)(lambda ctx, x, like: x.to(lik
 def _constant_of_shape_check(ctx: Ctx, types: list[int], ranks: list[int | None]
                              ) -> str | None:
     value = ctx.get("value")
-    if value is not None and getattr(value, "data_type", 1) not in DTYPES:
+    if value is not None and getattr(value, "data_type", dtypes.FLOAT) not in DTYPES:
         return "this value type is not handled"
     return None
 
 
-@op("ConstantOfShape", dtypes=frozenset({7}), check=_constant_of_shape_check)
+@op("ConstantOfShape", dtypes=frozenset({dtypes.INT64}), check=_constant_of_shape_check)
 def _constant_of_shape(ctx: Ctx, shape: Tensor) -> Tensor:
     value = ctx.get("value")
     dims = ctx.ints(0, shape) or []
@@ -760,7 +765,7 @@ def _constant_of_shape(ctx: Ctx, shape: Tensor) -> Tensor:
     return value.reshape(()).to(shape.device).expand(dims).clone()
 
 
-@op("Range", dtypes=FLOATS | frozenset({5, 6, 7}))
+@op("Range", dtypes=FLOATS | frozenset({dtypes.INT16, dtypes.INT32, dtypes.INT64}))
 def _range(ctx: Ctx, start: Tensor, limit: Tensor, delta: Tensor) -> Tensor:
     count = max(math.ceil((limit.item() - start.item()) / delta.item()), 0)
     return start + torch.arange(count, dtype=start.dtype, device=start.device) * delta
@@ -782,7 +787,7 @@ def _pad_check(ctx: Ctx, types: list[int], ranks: list[int | None]) -> str | Non
     return None
 
 
-@op("Pad", dtypes=FLOATS | frozenset({6, 7}), check=_pad_check)
+@op("Pad", dtypes=FLOATS | frozenset({dtypes.INT32, dtypes.INT64}), check=_pad_check)
 def _pad(ctx: Ctx, x: Tensor, pads: Tensor, value: Tensor | None = None,
          axes: Tensor | None = None) -> Tensor:
     amounts = ctx.ints(1, pads) or []
@@ -891,7 +896,7 @@ def _topk_check(ctx: Ctx, types: list[int], ranks: list[int | None]) -> str | No
     return None if ctx.get("sorted", 1) else "unsorted TopK is not handled"
 
 
-@op("TopK", dtypes=FLOATS | frozenset({6, 7}), check=_topk_check, since=10)
+@op("TopK", dtypes=FLOATS | frozenset({dtypes.INT32, dtypes.INT64}), check=_topk_check, since=10)
 def _topk(ctx: Ctx, x: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
     count = (ctx.ints(1, k) or [0])[0]
     axis = ctx.get("axis", -1)
@@ -901,7 +906,7 @@ def _topk(ctx: Ctx, x: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
     return values.narrow(axis, 0, count), indices.narrow(axis, 0, count)
 
 
-@op("OneHot", dtypes=frozenset({6, 7}) | FLOATS)
+@op("OneHot", dtypes=frozenset({dtypes.INT32, dtypes.INT64}) | FLOATS)
 def _one_hot(ctx: Ctx, indices: Tensor, depth: Tensor, values: Tensor) -> Tensor:
     size = int(ctx.floats(1, depth)[0])  # type: ignore[index]
     index = indices.long()

@@ -14,6 +14,7 @@ from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
 from tessera.backends._protocol import BACKENDS, Compiled
 from tessera.errors import BackendUnavailableError, CompileError
+from tessera.ir import _dtypes as dtypes
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def _driver_for(device: str, threads: int) -> str:
     return "local-task"
 
 
-UNSIGNED_INTEGERS = frozenset({2, 4, 12, 13})
+UNSIGNED_INTEGERS = dtypes.UNSIGNED_INTEGERS
 
 # Found by the node suite (docs/coverage.md): IREE compiles these and computes something else.
 DEVIATIONS = (
@@ -105,7 +106,7 @@ DEVIATIONS = (
     dev.Deviation(("Resize",), "align_corners with scales uses another output length",
                   dev.resize_align_corners_with_scales),
     dev.Deviation(("QLinearMatMul",), "float16 scales give other results",
-                  dev.any_type(frozenset({10}))),
+                  dev.any_type(frozenset({dtypes.FLOAT16}))),
 )
 
 

@@ -11,6 +11,7 @@ from tessera.backends._availability import library_availability
 from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
 from tessera.backends._schema import input_type_strings, schema_for
 from tessera.errors import BackendUnavailableError, CompileError
+from tessera.ir import _dtypes as dtypes
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
 if TYPE_CHECKING:
@@ -236,7 +237,9 @@ class _OrtCompiled(Compiled):
 
 # ONNX Runtime has kernels for these types, but its Python API cannot exchange them as numpy
 # (ml_dtypes) arrays. At the boundary they travel in a wider type that holds them exactly.
-_WIDER = {16: 1, 17: 1, 18: 1, 19: 1, 20: 1, 24: 1, 21: 2, 22: 3, 25: 2, 26: 3}
+_WIDER = {**dict.fromkeys((dtypes.BFLOAT16, *sorted(dtypes.FLOAT8)), dtypes.FLOAT),
+          dtypes.UINT4: dtypes.UINT8, dtypes.INT4: dtypes.INT8, dtypes.UINT2: dtypes.UINT8,
+          dtypes.INT2: dtypes.INT8}
 _WIDE_IN, _WIDE_OUT = "tessera.wide_in/", "tessera.wide_out/"
 
 

@@ -12,6 +12,7 @@ from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
 from tessera.backends._protocol import BACKENDS, Compiled, Support
 from tessera.errors import BackendUnavailableError
+from tessera.ir import _dtypes as dtypes
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
 if TYPE_CHECKING:
@@ -75,7 +76,8 @@ DEVIATIONS = (
     dev.Deviation(("ReduceMax", "ReduceMin"), "a row of infinities does not reduce to that "
                   "infinity (fully masked attention rows come out NaN)"),
     dev.Deviation(("Mod",), "the remainder of floats differs at zeros and infinities",
-                  dev.any_type(frozenset({1, 10, 11, 16}))),
+                  dev.any_type(frozenset({dtypes.FLOAT, dtypes.FLOAT16, dtypes.DOUBLE,
+                                          dtypes.BFLOAT16}))),
     dev.Deviation(("RoiAlign",), "mode=max follows an older definition",
                   lambda facts: facts.attr("mode") == "max"),
 )

@@ -87,7 +87,7 @@ def compile_command(ctx: click.Context, model: str, targets: str, output: str | 
 
     config = build_config(targets, options, ctx.args, partitioner=partitioner,
                           min_block_size=min_block_size, fallback=fallback, threads=threads)
-    loaded = load_model(model, parse_shapes(shapes))
+    loaded = load_model(model, parse_shapes(shapes), verify=config.options.verify)
     out = Path(output) if output else Path(model).with_suffix(".tess")
     bar, update = measuring_progress()
     with bar:

@@ -54,7 +54,7 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
         if not targets:
             raise ConfigError("explain MODEL.onnx needs targets: -t onnxruntime,openvino,...")
         config = config_from_cli(expand_targets(targets), None, None, None, options, ctx.args)
-        loaded = load_model(model, parse_shapes(shapes))
+        loaded = load_model(model, parse_shapes(shapes), verify=config.options.verify)
         plan = partition(loaded, config, pins=cli_pins(loaded, pins))
     if html_out:
         from tessera._private.cache import atomic_write_bytes

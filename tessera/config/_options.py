@@ -133,10 +133,12 @@ class FlowOptions:
         "the slow steps. Size: TESSERA_COMPILE_CACHE_MB (default 4096)",
         cache_key=False, parse=parse_bool)
     link_params: bool = _option(
-        True, "store weights inside saved artifacts rather than beside them",
+        True, "store weights inside saved artifacts; false writes them beside the artifact "
+        "(model.tess.weights, memory-mapped on load), keeping the artifact small",
         cache_key=False, parse=parse_bool)
     verify: bool = _option(
-        False, "run the IR and plan verifiers after every pass (debug mode)",
+        False, "debug mode: run the IR verifier after each graph cleanup pass and the plan "
+        "verifier after each placement step; a broken invariant is an error naming it",
         cache_key=False, parse=parse_bool)
 
     @classmethod

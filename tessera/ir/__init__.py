@@ -1,9 +1,12 @@
-"""The model layer: load ONNX, a dataflow view with convexity, submodels, structural hashes."""
+"""The model layer: load ONNX, a dataflow view with convexity, submodels, structural hashes,
+and the IR verifier."""
 
 from __future__ import annotations
 
+from tessera.ir._constant import constant_tensor
 from tessera.ir._graph import DataflowGraph, NodeSet, ValueType, bits, members
 from tessera.ir._model import Model, extract_submodel, load_model, structural_hash
+from tessera.ir._verify import verify_model
 
 __all__ = [
     "DataflowGraph",
@@ -11,8 +14,10 @@ __all__ = [
     "NodeSet",
     "ValueType",
     "bits",
+    "constant_tensor",
     "extract_submodel",
     "load_model",
     "members",
     "structural_hash",
+    "verify_model",
 ]

@@ -1,4 +1,4 @@
-"""A dataflow view over an ONNX graph: topological order, index sets, convexity, dominators.
+"""A dataflow view over an ONNX graph: topological order, index sets, convexity, boundaries.
 
 Node sets are Python ints used as bitsets over topological indices: hashable, cheap to union,
 and iterated in index order, so graph code never depends on set iteration order.
@@ -7,10 +7,14 @@ and iterated in index order, so graph code never depends on set iteration order.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
+
+from tessera.errors import ModelError
+from tessera.ir._constant import constant_tensor
+from tessera.ir._dtypes import UNDEFINED
 
 if TYPE_CHECKING:
     import onnx
@@ -35,7 +39,7 @@ def members(mask: NodeSet) -> Iterator[int]:
 
 @dataclass(frozen=True)
 class ValueType:
-    elem_type: int  # onnx.TensorProto data type; 0 when unknown
+    elem_type: int  # an ONNX element type (see _dtypes); UNDEFINED (0) when unknown
     shape: tuple[int | str | None, ...] | None  # None: unknown rank
 
     @property
@@ -68,19 +72,17 @@ class DataflowGraph:
     def __init__(self, graph: onnx.GraphProto) -> None:
         self.graph = graph
         raw = list(graph.node)
-        made = {out: i for i, node in enumerate(raw) for out in node.output if out}
-        preds = [sorted({made[n] for n in subgraph_inputs(node) if n in made}) for node in raw]
-        order = _topological(preds)
-        position = {old: new for new, old in enumerate(order)}
-        self.nodes: list[onnx.NodeProto] = [raw[i] for i in order]
-        self.producers: list[list[int]] = [sorted(position[p] for p in preds[i]) for i in order]
+        self.nodes: list[onnx.NodeProto] = [raw[i] for i in topological_order(raw)]
+        self.producer_of: dict[str, int] = {
+            out: i for i, node in enumerate(self.nodes) for out in node.output if out
+        }
+        made = self.producer_of
+        self.producers: list[list[int]] = [
+            sorted({made[n] for n in subgraph_inputs(node) if n in made}) for node in self.nodes]
         self.consumers: list[list[int]] = [[] for _ in self.nodes]
         for i, plist in enumerate(self.producers):
             for p in plist:
                 self.consumers[p].append(i)
-        self.producer_of: dict[str, int] = {
-            out: i for i, node in enumerate(self.nodes) for out in node.output if out
-        }
         self.initializers: dict[str, onnx.TensorProto] = {t.name: t for t in graph.initializer}
         self.graph_inputs = [v.name for v in graph.input if v.name not in self.initializers]
         self.graph_outputs = [v.name for v in graph.output]
@@ -102,22 +104,11 @@ class DataflowGraph:
     def constants(self) -> dict[str, onnx.TensorProto]:
         """Values known before running: initializers and the outputs of Constant nodes.
         Support probes use them, since some backends need shapes and axes to be constant."""
-        import numpy as np
-        import onnx
-
         found = dict(self.initializers)
         for node in self.nodes:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-                for attr in node.attribute:
-                    if attr.name == "value":
-                        tensor = onnx.TensorProto()
-                        tensor.CopyFrom(attr.t)
-                        tensor.name = node.output[0]
-                        found[node.output[0]] = tensor
-                    elif attr.name in ("value_ints", "value_int"):
-                        ints = list(attr.ints) if attr.name == "value_ints" else attr.i
-                        found[node.output[0]] = onnx.numpy_helper.from_array(
-                            np.array(ints, dtype="int64"), node.output[0])
+            tensor = constant_tensor(node)
+            if tensor is not None:
+                found[tensor.name] = tensor
         return found
 
     @cached_property
@@ -151,40 +142,6 @@ class DataflowGraph:
                     return False
         return True
 
-    def is_connected(self, mask: NodeSet) -> bool:
-        """Weakly connected within the set."""
-        if not mask:
-            return True
-        start = next(members(mask))
-        seen, stack = 1 << start, [start]
-        while stack:
-            i = stack.pop()
-            for j in (*self.producers[i], *self.consumers[i]):
-                if mask >> j & 1 and not seen >> j & 1:
-                    seen |= 1 << j
-                    stack.append(j)
-        return seen == mask
-
-    @cached_property
-    def immediate_dominators(self) -> list[int]:
-        """idom of each node over the DAG from a virtual source feeding every root (-1).
-        Topological indices make it one pass: a dominator always has a smaller index."""
-        idom = [-1] * len(self.nodes)
-        for i, preds in enumerate(self.producers):
-            if not preds:
-                continue
-            dom = preds[0]
-            for p in preds[1:]:
-                dom = _intersect(dom, p, idom)
-            idom[i] = dom
-        return idom
-
-    def dominates(self, a: int, b: int) -> bool:
-        idom = self.immediate_dominators
-        while b > a:
-            b = idom[b]
-        return a == b
-
     def boundary(self, mask: NodeSet) -> tuple[list[str], list[str]]:
         """(inputs, outputs) of a node set: values read from outside (weights excluded) in
         first-use order, and values used outside or by the graph, in production order."""
@@ -208,7 +165,23 @@ class DataflowGraph:
         return inputs, outputs
 
 
+def topological_order(nodes: Sequence[onnx.NodeProto]) -> list[int]:
+    """Indices of `nodes` in a deterministic topological order (ties broken by position),
+    following every name a node reads, inside its subgraphs too; a cycle is a ModelError
+    naming the nodes on or after it."""
+    made = {out: i for i, node in enumerate(nodes) for out in node.output if out}
+    preds = [sorted({made[n] for n in subgraph_inputs(node) if n in made}) for node in nodes]
+    order = _topological(preds)
+    if len(order) != len(nodes):
+        placed = set(order)
+        stuck = [nodes[i].name or f"#{i} {nodes[i].op_type}"
+                 for i in range(len(nodes)) if i not in placed]
+        raise ModelError(f"the graph has a cycle through nodes {stuck[:8]}")
+    return order
+
+
 def _topological(preds: list[list[int]]) -> list[int]:
+    """Kahn's algorithm, smallest ready index first; shorter than `preds` on a cycle."""
     succ: list[list[int]] = [[] for _ in preds]
     indegree = [len(p) for p in preds]
     for i, plist in enumerate(preds):
@@ -224,27 +197,12 @@ def _topological(preds: list[list[int]]) -> list[int]:
             indegree[j] -= 1
             if indegree[j] == 0:
                 heapq.heappush(heap, j)
-    if len(order) != len(preds):
-        from tessera.errors import ModelError
-
-        raise ModelError("the graph has a cycle")
     return order
-
-
-def _intersect(a: int, b: int, idom: list[int]) -> int:
-    while a != b:
-        if a == -1 or b == -1:
-            return -1
-        if a > b:
-            a = idom[a]
-        else:
-            b = idom[b]
-    return a
 
 
 def _value_type(value: onnx.ValueInfoProto) -> ValueType:
     if not value.type.HasField("tensor_type"):
-        return ValueType(0, None)
+        return ValueType(UNDEFINED, None)
     tensor = value.type.tensor_type
     if not tensor.HasField("shape"):
         return ValueType(tensor.elem_type, None)

@@ -1,4 +1,5 @@
-"""Load an ONNX model: read, guard external data, detect cycles, check, infer shapes."""
+"""Load an ONNX model: read, guard external data, detect cycles, check, clean up, infer
+shapes."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tessera.errors import ModelError
+from tessera.ir import _dtypes as dtypes
 from tessera.ir import _filememo
+from tessera.ir._constant import constant_tensor
+from tessera.ir._graph import topological_order
+from tessera.ir._light import weights_as_inputs
+from tessera.ir._verify import verify_model
 
 if TYPE_CHECKING:
     import onnx
 
 MIN_OPSET = 7
-INTEGER_TYPES = frozenset({2, 3, 4, 5, 6, 7, 9, 12, 13})  # uint8..int64, bool, uint32, uint64
 
 
 class ReadModel(NamedTuple):
@@ -75,10 +80,50 @@ def remember_checked(read: ReadModel) -> None:
         _filememo.remember(*read.file, read.digest)
 
 
+def check_text(model: onnx.ModelProto) -> None:
+    """ONNX strings are UTF-8; protobuf hands back bytes for those that are not, which would
+    fail deep inside onnx.checker (as a UnicodeDecodeError) or later as a node's name."""
+    found = _invalid_text(model, ())
+    if found is not None:
+        path, value = found
+        where = "".join(f".{name}" + (f"[{k}]" if k >= 0 else "") for name, k in path)
+        raise ModelError(
+            f"the model's field {where[1:]} is not valid UTF-8 ({value[:40]!r}), as ONNX "
+            "requires of every string; re-export the model, or set that field to text "
+            "(onnx.load, assign a str, onnx.save)")
+
+
+_Path = tuple[tuple[str, int], ...]  # (field, index in it, or -1 for a singular field)
+
+
+def _invalid_text(message: Any, path: _Path) -> tuple[_Path, bytes] | None:
+    """The first string field holding bytes, and its path. Bytes fields (weights) are never
+    read: this walks the structure only (10 ms for BERT-base)."""
+    for field in message.DESCRIPTOR.fields:
+        if field.type == field.TYPE_STRING:
+            value = getattr(message, field.name)
+            for k, item in enumerate(value) if field.is_repeated else ((-1, value),):
+                if isinstance(item, bytes):
+                    return (*path, (field.name, k)), item
+        elif field.type == field.TYPE_MESSAGE:
+            if field.is_repeated:
+                children = enumerate(getattr(message, field.name))
+            elif message.HasField(field.name):
+                children = enumerate((getattr(message, field.name),), -1)
+            else:
+                continue
+            for k, child in children:
+                found = _invalid_text(child, (*path, (field.name, k)))
+                if found is not None:
+                    return found
+    return None
+
+
 def has_external_data(model: onnx.ModelProto) -> bool:
+    import onnx
     from onnx.external_data_helper import _get_all_tensors
 
-    return any(t.data_location == 1 for t in _get_all_tensors(model))
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in _get_all_tensors(model))
 
 
 def load_external_data(model: onnx.ModelProto, base: Path | None) -> None:
@@ -87,7 +132,7 @@ def load_external_data(model: onnx.ModelProto, base: Path | None) -> None:
     from onnx.external_data_helper import _get_all_tensors, load_external_data_for_tensor
 
     for tensor in _get_all_tensors(model):
-        if tensor.data_location != 1:  # onnx.TensorProto.EXTERNAL
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = {entry.key: entry.value for entry in tensor.external_data}
         location = info.get("location", "")
@@ -149,26 +194,7 @@ def check_opset(model: onnx.ModelProto) -> int:
 
 def check_acyclic(model: onnx.ModelProto) -> None:
     """Reject cycles before the checker, which only says 'not topologically sorted'."""
-    nodes = list(model.graph.node)
-    produced = {out: i for i, node in enumerate(nodes) for out in node.output if out}
-    succ: list[list[int]] = [[] for _ in nodes]
-    indegree = [0] * len(nodes)
-    for i, node in enumerate(nodes):
-        for name in dict.fromkeys(n for n in node.input if n in produced):
-            succ[produced[name]].append(i)
-            indegree[i] += 1
-    ready = [i for i, d in enumerate(indegree) if d == 0]
-    seen = 0
-    while ready:
-        i = ready.pop()
-        seen += 1
-        for j in succ[i]:
-            indegree[j] -= 1
-            if indegree[j] == 0:
-                ready.append(j)
-    if seen != len(nodes):
-        stuck = [nodes[i].name or f"#{i} {nodes[i].op_type}" for i, d in enumerate(indegree) if d]
-        raise ModelError(f"the graph has a cycle through nodes {stuck[:8]}")
+    topological_order(model.graph.node)
 
 
 def set_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> None:
@@ -236,7 +262,7 @@ def check_and_infer(model: onnx.ModelProto, *, weights_checked: bool = False
     earlier load of the same file did (`weights_checked`)."""
     import onnx
 
-    light, weights = _weights_as_inputs(model)
+    light, weights = weights_as_inputs(model)
     try:
         onnx.checker.check_model(light)
     except onnx.checker.ValidationError as err:
@@ -255,46 +281,8 @@ def check_and_infer(model: onnx.ModelProto, *, weights_checked: bool = False
     return model
 
 
-_KEPT_CONSTANT_ELEMENTS = 1024  # integer tensors up to this size feed data propagation
-
-
-def _weights_as_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[Any]]:
-    import onnx
-
-    light = onnx.ModelProto()
-    for field, value in model.ListFields():
-        if field.name != "graph":
-            _copy_field(light, field, value)
-    graph = model.graph
-    weights = []
-    inputs = {value.name for value in graph.input}
-    for field, value in graph.ListFields():
-        if field.name != "initializer":
-            _copy_field(light.graph, field, value)
-    for tensor in graph.initializer:
-        elements = 1
-        for d in tensor.dims:
-            elements *= d
-        if tensor.data_type in INTEGER_TYPES and elements <= _KEPT_CONSTANT_ELEMENTS:
-            light.graph.initializer.append(tensor)
-            continue
-        weights.append(tensor)
-        if tensor.name not in inputs:
-            light.graph.input.append(onnx.helper.make_tensor_value_info(
-                tensor.name, tensor.data_type, list(tensor.dims)))
-    return light, weights
-
-
-def _copy_field(message: Any, field: Any, value: Any) -> None:
-    if field.is_repeated:
-        getattr(message, field.name).extend(value)
-    elif field.type == field.TYPE_MESSAGE:
-        getattr(message, field.name).CopyFrom(value)
-    else:
-        setattr(message, field.name, value)
-
-
-_SUB_BYTE_BITS = {21: 4, 22: 4, 23: 4, 25: 2, 26: 2}  # uint4, int4, float4e2m1, uint2, int2
+# strings, complex and packed types: their sizes are not counted here
+_NOT_COUNTED = frozenset({dtypes.UNDEFINED, dtypes.STRING, *dtypes.COMPLEX, *dtypes.SUB_BYTE_BITS})
 
 
 def _check_tensor_sizes(weights: list[Any]) -> None:
@@ -303,8 +291,7 @@ def _check_tensor_sizes(weights: list[Any]) -> None:
     import onnx
 
     for tensor in weights:
-        if tensor.data_type in (0, onnx.TensorProto.STRING, 14, 15) or \
-                tensor.data_type in _SUB_BYTE_BITS:  # complex and packed: not counted here
+        if tensor.data_type in _NOT_COUNTED:
             continue
         elements = int(np.prod(tensor.dims, dtype=np.int64)) if tensor.dims else 1
         if tensor.HasField("raw_data"):
@@ -329,29 +316,35 @@ def _first_lines(text: str) -> str:
     return " ".join(line.strip() for line in text.strip().splitlines()[:4])
 
 
-def simplify(model: onnx.ModelProto) -> onnx.ModelProto:
+def simplify(model: onnx.ModelProto, *, verify: bool = False) -> onnx.ModelProto:
     """Cleanups every backend does anyway, done once before placement: Constant nodes become
     initializers and pass-through Identity nodes go. Neither changes a value; both spare the
     placement search source nodes that only multiply its states (MobileNetV2 exports 70
-    Constant nodes for its 170 real ones)."""
+    Constant nodes for its 170 real ones). With `verify`, the IR verifier runs after each
+    pass on a model that passed it before the first (an input that does not is reported by
+    the checks after cleanup, in their own words)."""
     if model.ir_version < 4:  # initializers must then also be graph inputs: leave it alone
         return model
-    _fold_constant_nodes(model.graph)
-    _drop_identities(model.graph)
+    verify = verify and _verifies(model)
+    for name, cleanup in _CLEANUPS:
+        cleanup(model.graph)
+        if verify:
+            verify_model(model, when=f"after the graph cleanup {name!r}")
     return model
 
 
-_CONSTANT_ATTRS = {"value_float": (1, False), "value_floats": (1, True),
-                   "value_int": (7, False), "value_ints": (7, True)}  # (TensorProto type, list)
+def _verifies(model: onnx.ModelProto) -> bool:
+    try:
+        verify_model(model)
+    except ModelError:
+        return False
+    return True
 
 
 def _fold_constant_nodes(graph: onnx.GraphProto) -> None:
-    import onnx
-
     kept = []
     for node in graph.node:
-        tensor = _constant_tensor(node, onnx) if node.op_type == "Constant" and \
-            node.domain in ("", "ai.onnx") and len(node.attribute) == 1 else None
+        tensor = constant_tensor(node)
         if tensor is None:
             kept.append(node)
         else:
@@ -359,23 +352,6 @@ def _fold_constant_nodes(graph: onnx.GraphProto) -> None:
     if len(kept) != len(graph.node):
         del graph.node[:]
         graph.node.extend(kept)
-
-
-def _constant_tensor(node: onnx.NodeProto, onnx: Any) -> onnx.TensorProto | None:
-    attr = node.attribute[0]
-    name = node.output[0]
-    if attr.name == "value":
-        tensor = onnx.TensorProto()
-        tensor.CopyFrom(attr.t)
-        tensor.name = name
-        return tensor  # type: ignore[no-any-return]
-    if attr.name in _CONSTANT_ATTRS:
-        elem, is_list = _CONSTANT_ATTRS[attr.name]
-        value = onnx.helper.get_attribute_value(attr)
-        values = list(value) if is_list else [value]
-        return onnx.helper.make_tensor(  # type: ignore[no-any-return]
-            name, elem, [len(values)] if is_list else [], values)
-    return None  # strings and sparse values stay nodes
 
 
 def _drop_identities(graph: onnx.GraphProto) -> None:
@@ -408,5 +384,9 @@ def _rename_inputs(graph: onnx.GraphProto, rename: Mapping[str, str]) -> None:
             if name in rename:
                 node.input[k] = rename[name]
         for attr in node.attribute:
-            for sub in (attr.g, *attr.graphs) if attr.type in (5, 10) else ():
+            for sub in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
                 _rename_inputs(sub, rename)
+
+
+_CLEANUPS = (("Constant nodes to initializers", _fold_constant_nodes),
+             ("drop pass-through Identity nodes", _drop_identities))

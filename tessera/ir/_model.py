@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tessera.errors import ModelError
 from tessera.ir import _load
+from tessera.ir._dtypes import INTEGER_TYPES, UNDEFINED
 from tessera.ir._graph import DataflowGraph, NodeSet, bits, members, subgraph_inputs
 
 if TYPE_CHECKING:
@@ -41,13 +42,6 @@ class Model:
     @cached_property
     def dataflow(self) -> DataflowGraph:
         return DataflowGraph(self.proto.graph)
-
-    @cached_property
-    def ir(self) -> Any:
-        """The model as an onnx-ir Model (loaded on first use)."""
-        import onnx_ir
-
-        return onnx_ir.serde.deserialize_model(self.proto)
 
     @property
     def input_names(self) -> list[str]:
@@ -81,13 +75,17 @@ def load_model(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     *,
     require_static: bool = True,
+    verify: bool = False,
 ) -> Model:
-    """Load from a path, bytes or ModelProto; check it and infer shapes. Every problem is a
-    `ModelError` naming the cause."""
+    """Load from a path, bytes or ModelProto; check it, clean it up and infer shapes. Every
+    problem is a `ModelError` naming the cause. `verify` (the flow option of that name) runs
+    the IR verifier after each graph cleanup pass."""
     import onnx
 
     read = _load.read_model(source)
     proto, base, digest = read.proto, read.base, read.digest
+    if not read.checked:
+        _load.check_text(proto)
     external = _load.has_external_data(proto)
     if input_shapes or external:
         digest = None  # the bytes read are not all the model is
@@ -102,8 +100,8 @@ def load_model(
     if require_static:
         _load.check_static_inputs(proto)
     checked = read.checked and not external  # weights in other files may have changed
-    model = Model(_load.check_and_infer(_load.simplify(proto), weights_checked=checked),
-                  opset, digest)
+    model = Model(_load.check_and_infer(_load.simplify(proto, verify=verify),
+                                        weights_checked=checked), opset, digest)
     if not external:
         _load.remember_checked(read)
     return model
@@ -158,7 +156,7 @@ def _value_info(name: str, types: Mapping[str, Any]) -> onnx.ValueInfoProto:
     value_type = types.get(name)
     if value_type is None or value_type.shape is None:
         return onnx.helper.make_tensor_value_info(
-            name, value_type.elem_type if value_type else 0, None
+            name, value_type.elem_type if value_type else UNDEFINED, None
         )
     return onnx.helper.make_tensor_value_info(name, value_type.elem_type, list(value_type.shape))
 
@@ -234,7 +232,7 @@ def _tensor_record(tensor: onnx.TensorProto) -> Any:
     import onnx.numpy_helper
 
     size = int(np.prod(tensor.dims)) if tensor.dims else 1
-    if size <= _STRUCTURAL_CONSTANT_LIMIT and tensor.data_type in _load.INTEGER_TYPES:
+    if size <= _STRUCTURAL_CONSTANT_LIMIT and tensor.data_type in INTEGER_TYPES:
         return [tensor.data_type, list(tensor.dims), onnx.numpy_helper.to_array(tensor).tolist()]
     return [tensor.data_type, list(tensor.dims)]
 

@@ -78,7 +78,7 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
         else:
             table = SupportTable.build(model, config, banned, resolved)
             plan, built = place_greedy(model, table, config.options.min_block_size), None
-        _verified(model, config, plan, resolved)
+        _verified(model, config, plan, resolved, "after placement")
         if not build or builder is None:  # nothing to build with: the plan alone
             return Placement(plan, built)
         guard = config.options.numeric_guard and plan.stats.numeric_guard != "passed"
@@ -112,6 +112,7 @@ def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
             model, table, db=db, max_candidate_size=options.max_candidate_size,
             min_block_size=options.min_block_size, foreign_costs=options.foreign_costs,
             measurer=measurer, progress=progress, partition_overhead_ms=overhead)
+        _verified(model, config, searched, pins, "after the Collage search")
         rounds += 1
         first = first or searched.stats  # where the measuring happened
         if builder is None:  # nothing can time plans end to end: the search decides
@@ -119,6 +120,7 @@ def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
             break
         outcome = keep_fastest(model, config, searched, known, builder, db, clock=clock)
         plan, built = outcome.plan, outcome.built
+        _verified(model, config, plan, pins, "after the end-to-end race")
         estimate = overhead_estimate(searched, outcome.searched_ms)
         if estimate is None:
             break
@@ -158,9 +160,10 @@ def _ban(plan: Plan, verdicts: Mapping[int, str], banned: dict[str, dict[str, st
 
 
 def _verified(model: Model, config: CompilationConfig, plan: Plan,
-              pins: Mapping[int, Target]) -> None:
+              pins: Mapping[int, Target], when: str) -> None:
+    """The plan verifier after a placement step, with the `verify` option (debug mode)."""
     if config.options.verify:
-        verify_plan(model, plan, config, pins)
+        verify_plan(model, plan, config, pins, when=when)
 
 
 def replace_lost(model: Model, config: CompilationConfig, plan: Plan,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tessera.runtime._artifact import FallbackWarning, load
+from tessera.runtime._artifact import FallbackWarning
 from tessera.runtime._compiled import (
     CompiledModel,
     RuntimeBuilder,
@@ -10,6 +10,7 @@ from tessera.runtime._compiled import (
     compile,
     partition,
 )
+from tessera.runtime._loading import load
 
 __all__ = ["CompiledModel", "FallbackWarning", "RuntimeBuilder", "build_partitions", "compile",
            "load", "partition"]

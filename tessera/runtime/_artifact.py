@@ -4,7 +4,11 @@ versions and a SHA-256 for every entry.
 
 - Weights are stored once: each initializer of 1 KiB or more goes to `tensors/<sha256>`,
   and the ONNX files refer to it by that name, so partitions share the source's weights.
-- Writing goes to a temporary file beside the target, then a rename: no half-written file.
+- With the flow option link-params=false those tensors go instead to one file beside the
+  artifact, `<artifact>.weights`: concatenated, each aligned, their offsets, lengths and
+  SHA-256s in the manifest. Loading memory-maps that file rather than reading it.
+- Writing goes to temporary files beside the targets, then renames (the weights file first,
+  then the artifact that names it): no half-written file is ever visible.
 - Loading checks every checksum, never runs code from the file (no pickle, no shared
   libraries) and never measures.
 """
@@ -17,30 +21,29 @@ import os
 import time
 import warnings
 import zipfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tessera import backends
 from tessera._private.cache import atomic_file
 from tessera._private.version import __version__
-from tessera.backends._threads import ThreadPolicy, core_budget
 from tessera.config import CompilationConfig
-from tessera.errors import ArtifactError, TesseraError
-from tessera.placement import replace_lost
-from tessera.target import Target
+from tessera.errors import ArtifactError
+from tessera.ir import extract_submodel
 
 if TYPE_CHECKING:
+    import numpy as np
     import onnx
 
-    from tessera.backends import Compiled
-    from tessera.ir import Model
     from tessera.placement import Plan
     from tessera.runtime._compiled import CompiledModel
 
 FORMAT, VERSION = "tessera-artifact", 1
 MANIFEST = "manifest.json"
 _SHARED_BYTES = 1024  # initializers at least this big are stored once, by content
+_ALIGNMENT = 64  # of each tensor in a weights file: any dtype's views stay aligned
 
 
 class FallbackWarning(UserWarning):
@@ -50,7 +53,6 @@ class FallbackWarning(UserWarning):
 # -- writing -------------------------------------------------------------------------------
 def save(compiled: CompiledModel, path: Path) -> Path:
     from tessera.placement._costdb import machine
-    from tessera.runtime._compiled import submodel_of
 
     if path.is_dir():
         raise ArtifactError(f"{path} is a directory; give a file name such as model.tess")
@@ -61,7 +63,8 @@ def save(compiled: CompiledModel, path: Path) -> Path:
     for i, (part, built) in enumerate(zip(compiled.plan.partitions, compiled.parts,
                                           strict=True)):
         name = f"partitions/{i:03d}.onnx"
-        entries[name] = _externalize(submodel_of(compiled.model, part.nodes), tensors)
+        submodel = extract_submodel(compiled.model, compiled.model.node_set(part.nodes))
+        entries[name] = _externalize(submodel, tensors)
         backend = backends.get(built.backend)
         record: dict[str, Any] = {"target": str(part.target), "built_as": str(built.target),
                                   "submodel": name, "cache": None, "cache_format": None}
@@ -78,7 +81,9 @@ def save(compiled: CompiledModel, path: Path) -> Path:
             entries[record["cache"]] = (_externalize_bytes(cache, tensors)
                                         if backend.cache_format == "onnx" else cache)
         partitions.append(record)
-    entries.update(tensors)
+    linked = compiled.config.options.link_params
+    if linked:
+        entries.update(tensors)
     entries["plan.json"] = compiled.plan.to_json().encode()
     entries["config.json"] = compiled.config.to_json().encode()
     used = compiled.plan.kinds
@@ -93,17 +98,56 @@ def save(compiled: CompiledModel, path: Path) -> Path:
         "partitions": partitions,
         "files": {name: _sha(data) for name, data in sorted(entries.items())},
     }
+    layout = None if linked else _weights_layout(f"{path.name}.weights", tensors)
+    if layout is not None:
+        manifest["weights"] = layout
     manifest["checksum"] = _sha(_canonical(manifest))
-    _write_zip(path, {MANIFEST: json.dumps(manifest, indent=1).encode(), **entries})
+    entries = {MANIFEST: json.dumps(manifest, indent=1).encode(), **entries}
+    if layout is None:
+        with atomic_file(path) as handle:
+            _write_zip(handle, entries)
+    else:
+        _write_beside(path, entries, tensors, layout)
     return path
 
 
-def _write_zip(path: Path, entries: dict[str, bytes]) -> None:
-    with atomic_file(path) as handle, zipfile.ZipFile(handle, "w") as archive:
+def _write_zip(handle: Any, entries: dict[str, bytes]) -> None:
+    with zipfile.ZipFile(handle, "w") as archive:
         for name, data in entries.items():
             # weights barely compress: store them; compress the rest
             method = zipfile.ZIP_STORED if name.startswith("tensors/") else zipfile.ZIP_DEFLATED
             archive.writestr(name, data, compress_type=method)
+
+
+def _weights_layout(file: str, tensors: dict[str, bytes]) -> dict[str, Any]:
+    """Where each tensor goes in the weights file: what the manifest records of it. A
+    tensor's name is `tensors/<its SHA-256>`."""
+    index, end = {}, 0
+    for name, data in tensors.items():
+        offset = -(-end // _ALIGNMENT) * _ALIGNMENT
+        index[name] = {"offset": offset, "length": len(data),
+                       "sha256": name.removeprefix("tensors/")}
+        end = offset + len(data)
+    return {"file": file, "size": end, "alignment": _ALIGNMENT, "tensors": index}
+
+
+def _write_beside(path: Path, entries: dict[str, bytes], tensors: dict[str, bytes],
+                  layout: dict[str, Any]) -> None:
+    """The artifact and its weights file, each through a temporary file; the weights file is
+    renamed into place first, so the artifact never names weights that are not there yet."""
+    import io
+
+    archive = io.BytesIO()  # without its weights the archive is small: built before any file
+    _write_zip(archive, entries)
+    with atomic_file(path) as handle:
+        handle.write(archive.getbuffer())
+        with atomic_file(path.with_name(layout["file"])) as weights:
+            position = 0
+            for name, data in tensors.items():
+                offset = layout["tensors"][name]["offset"]
+                weights.write(bytes(offset - position))
+                weights.write(data)
+                position = offset + len(data)
 
 
 def _externalize(model: onnx.ModelProto, tensors: dict[str, bytes]) -> bytes:
@@ -147,14 +191,17 @@ def _inline_size(tensor: onnx.TensorProto) -> int:
 # -- reading -------------------------------------------------------------------------------
 @dataclass
 class Artifact:
-    """An artifact's verified contents."""
+    """An artifact's verified contents. `weights` are the tensors of a weights file kept
+    beside it (link-params=false), as views of that file memory-mapped."""
 
     path: Path
     manifest: dict[str, Any]
     files: dict[str, bytes]
+    weights: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     def model(self, name: str) -> onnx.ModelProto:
-        return _internalize(self.files[name], self.files, f"{self.path}:{name}")
+        return _internalize(self.files[name], {**self.files, **self.weights},
+                            f"{self.path}:{name}")
 
     @property
     def plan(self) -> Plan:
@@ -202,10 +249,55 @@ def read(path: str | os.PathLike[str]) -> Artifact:
         if name not in listed or _sha(files[name]) != listed[name]:
             raise ArtifactError(f"{where}: entry {name} fails its SHA-256 check; the file is "
                                 "damaged or was edited: recompile the model")
-    return Artifact(where, manifest, files)
+    weights = _map_weights(where, manifest["weights"]) if "weights" in manifest else {}
+    return Artifact(where, manifest, files, weights)
 
 
-def _internalize(data: bytes, files: dict[str, bytes], where: str) -> onnx.ModelProto:
+def _map_weights(where: Path, layout: Any) -> dict[str, np.ndarray]:
+    """The tensors of the weights file beside `where`, memory-mapped, each checked against
+    its SHA-256 (hashing reads the pages through the map: nothing is copied)."""
+    import numpy as np
+
+    damaged = (f"{where}: its manifest's weights entry is malformed; the artifact is damaged: "
+               "recompile the model")
+    try:
+        name, size, tensors = layout["file"], int(layout["size"]), dict(layout["tensors"])
+    except (KeyError, TypeError, ValueError):
+        raise ArtifactError(damaged) from None
+    if not isinstance(name, str) or Path(name).name != name or name in (".", ".."):
+        raise ArtifactError(damaged)  # only ever a file beside the artifact
+    file = where.parent / name
+    fix = (f"put the {name} saved with it beside {where.name}, or recompile and save again "
+           "(link-params=true keeps the weights inside the artifact)")
+    if not file.is_file():
+        raise ArtifactError(f"{where} keeps its weights in {file} (saved with "
+                            f"link-params=false), which is missing: {fix}")
+    if file.stat().st_size != size:
+        raise ArtifactError(f"weights file {file} holds {file.stat().st_size} bytes, but "
+                            f"{where.name} expects {size}: it is damaged or from another "
+                            f"save: {fix}")
+    try:
+        mapped = np.memmap(file, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+    except (OSError, ValueError) as err:
+        raise ArtifactError(f"cannot map weights file {file}: {err}") from None
+    views = {}
+    for tensor, entry in tensors.items():  # in file order
+        try:
+            offset, length, sha = int(entry["offset"]), int(entry["length"]), entry["sha256"]
+        except (KeyError, TypeError, ValueError):
+            raise ArtifactError(damaged) from None
+        view = mapped[max(offset, 0):offset + length]
+        if offset < 0 or len(view) != length or \
+                hashlib.sha256(view.data).hexdigest() != sha:
+            raise ArtifactError(f"weights file {file}: tensor {tensor} (bytes {offset} to "
+                                f"{offset + length}) fails its SHA-256 check; the file is "
+                                f"damaged or from another save: {fix}")
+        views[tensor] = view
+    return views
+
+
+def _internalize(data: bytes, files: Mapping[str, bytes | np.ndarray], where: str
+                 ) -> onnx.ModelProto:
     import onnx
 
     try:
@@ -219,87 +311,11 @@ def _internalize(data: bytes, files: dict[str, bytes], where: str) -> onnx.Model
         if location not in files:  # never read a path outside the artifact
             raise ArtifactError(f"{where}: weight {tensor.name!r} refers to {location!r}, "
                                 "which the artifact does not contain")
-        tensor.raw_data = files[location]
+        content = files[location]
+        tensor.raw_data = content if isinstance(content, bytes) else content.tobytes()
         del tensor.external_data[:]
         tensor.data_location = onnx.TensorProto.DEFAULT
     return model
-
-
-# -- loading -------------------------------------------------------------------------------
-def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> CompiledModel:
-    """The compiled model saved at `path`, rebuilt without measuring. A partition whose
-    backend is missing here, or installed in another version, is an ArtifactError; with
-    `allow_fallback` those partitions are re-placed on the remaining targets (greedy, with
-    the reference fallback) and a FallbackWarning says so."""
-    from tessera.ir import load_model
-    from tessera.placement._costdb import machine
-    from tessera.runtime._compiled import assemble
-
-    artifact = read(path)
-    manifest = artifact.manifest
-    model = load_model(artifact.model("model.onnx"))
-    plan, config = artifact.plan, artifact.config
-    problems = _backend_problems(manifest)
-    records = manifest["partitions"]
-    if problems:
-        detail = "; ".join(f"{name}: {why}" for name, why in problems.items())
-        if not allow_fallback:
-            raise ArtifactError(
-                f"{artifact.path} cannot be loaded as saved: {detail}. Install the saved "
-                "versions, recompile, or load with allow_fallback=True (CLI: "
-                "--allow-fallback) to re-place those partitions")
-        plan = replace_lost(model, config, plan, sorted(problems))
-        warnings.warn(f"{artifact.path}: {detail}; re-placed those partitions without them",
-                      FallbackWarning, stacklevel=2)
-        records = [None] * len(plan.partitions)
-    policy = ThreadPolicy(manifest.get("thread_policy", "shared"), core_budget())
-    if len(plan.partitions) != len(manifest["partitions"]):
-        policy = ThreadPolicy.for_partitions(len(plan.partitions), config.options.threads)
-    same_machine = manifest.get("machine") == machine()
-    built = [_build(artifact, model, part.target, part.nodes, record, same_machine, policy)
-             for part, record in zip(plan.partitions, records, strict=True)]
-    compiled = assemble(model, config, plan, [b for b, _ in built], policy)
-    compiled.sources = [how for _, how in built]
-    return compiled
-
-
-def _build(artifact: Artifact, model: Model, target: Target, nodes: tuple[str, ...],
-           record: dict[str, Any] | None, same_machine: bool, policy: ThreadPolicy
-           ) -> tuple[Compiled, str]:
-    """The partition built, and from what: 'cache', 'submodel' or 're-placed'."""
-    from tessera.runtime._compiled import submodel_of
-
-    target = policy.apply(target)
-    backend = backends.get(target.kind.name)
-    if record is None:
-        return backend.compile(submodel_of(model, nodes), target), "re-placed"
-    submodel = artifact.model(record["submodel"])
-    cache = record.get("cache")
-    if cache and same_machine and record.get("built_as") == str(target):
-        data = artifact.files[cache]
-        if record.get("cache_format") == "onnx":
-            data = artifact.model(cache).SerializeToString()
-        try:
-            return backend.compile_cached(submodel, target, data), "cache"
-        except TesseraError:
-            pass  # a stale cache is only slower: compile the submodel instead
-    return backend.compile(submodel, target), "submodel"
-
-
-def _backend_problems(manifest: dict[str, Any]) -> dict[str, str]:
-    problems = {}
-    for name, saved in manifest.get("backends", {}).items():
-        try:
-            availability = backends.get(name).is_available()
-        except TesseraError as err:
-            problems[name] = str(err)
-            continue
-        if not availability.ok:
-            problems[name] = f"saved with {name} {saved}, not available here " \
-                             f"({availability.reason})"
-        elif availability.version != saved:
-            problems[name] = f"saved with {name} {saved}, installed {availability.version}"
-    return problems
 
 
 def _sha(data: bytes) -> str:
@@ -310,4 +326,4 @@ def _canonical(manifest: dict[str, Any]) -> bytes:
     return json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
 
 
-__all__ = ["Artifact", "FallbackWarning", "load", "read", "save"]
+__all__ = ["Artifact", "FallbackWarning", "read", "save"]

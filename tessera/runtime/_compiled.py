@@ -112,8 +112,8 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
     `CompilationConfig.create` takes) and compile every partition. `pins` fix nodes to
     targets and `progress` follows the measuring (see `tessera.partition`); `options` are
     flow options (partitioner='greedy', fallback=False, threads='shared', ...)."""
-    loaded = model if isinstance(model, Model) else load_model(model)
     config = as_config(config, options)
+    loaded = model if isinstance(model, Model) else load_model(model, verify=config.options.verify)
     prepare_environment(len(config.priority))
     placed = place(loaded, config, pins=pins, builder=RuntimeBuilder(), build=True,
                    progress=progress)
@@ -130,8 +130,8 @@ def partition(model: Any, config: Any = None, partitioner: str | None = None,
     collage with several targets); `pins` maps node names or 're:<regex>' to targets."""
     if partitioner is not None:
         options = {**options, "partitioner": partitioner}
-    loaded = model if isinstance(model, Model) else load_model(model)
     config = as_config(config, options)
+    loaded = model if isinstance(model, Model) else load_model(model, verify=config.options.verify)
     return place(loaded, config, pins=pins, builder=RuntimeBuilder(),
                  progress=progress).plan
 

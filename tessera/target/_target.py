@@ -7,7 +7,7 @@ import json
 import re
 import threading
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, ClassVar, TypeAlias
@@ -200,24 +200,6 @@ class Target:
         if not allow_none:
             raise TargetError("no current target: enter one with `with Target(...):`")
         return None
-
-    @staticmethod
-    def canonicalize_target_and_host(
-        target: TargetLike, host: TargetLike | None = None
-    ) -> tuple[Target, Target | None]:
-        """Both as canonical Targets; an explicit host wins over one carried by `target`."""
-        built = _coerce_target(target)
-        if host is not None:
-            built = built.with_host(host)
-        return built.without_host(), built.host
-
-    def iter_targets(self) -> Iterator[Target]:
-        """This target and the targets nested in its attributes (e.g. a composite's)."""
-        yield self
-        for _, value in self.attr_items:
-            for item in value if isinstance(value, tuple) else (value,):
-                if isinstance(item, Target):
-                    yield from item.iter_targets()
 
 
 def _init_fields(

@@ -38,11 +38,6 @@ def test_shape_inference_fills_intermediate_types() -> None:
     assert types["h2"].shape == (2, 16) and types["h2"].elem_type == TensorProto.FLOAT
 
 
-def test_onnx_ir_view() -> None:
-    ir_model = load_model(mlp()).ir
-    assert [n.op_type for n in ir_model.graph][:2] == ["MatMul", "Add"]
-
-
 @pytest.mark.parametrize(("source", "fragment"), [
     (b"\x08\x07\x12", "unreadable or truncated"),
     (bytes(range(256)) * 4, "unreadable or truncated"),
@@ -114,7 +109,7 @@ def test_external_data_outside_the_model_directory_is_refused(tmp_path: Path) ->
         load_model(path)
 
 
-def test_diamond_convexity_and_dominators() -> None:
+def test_diamond_convexity() -> None:
     flow = load_model(diamond()).dataflow
     a, b, c, d = range(4)
     assert flow.names == ["a", "b", "c", "d"]
@@ -122,9 +117,6 @@ def test_diamond_convexity_and_dominators() -> None:
     assert not flow.is_convex(bits([a, d]))
     assert flow.is_convex(bits([a, b])) and flow.is_convex(bits([b, c]))
     assert flow.is_convex(bits([a, b, c, d]))
-    assert not flow.is_connected(bits([b, c])) and flow.is_connected(bits([a, b, c]))
-    assert flow.immediate_dominators == [-1, a, a, a]
-    assert flow.dominates(a, d) and not flow.dominates(b, d)
 
 
 def _reachable(edges: list[tuple[int, int]], start: int) -> set[int]:

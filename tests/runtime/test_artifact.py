@@ -16,7 +16,7 @@ import tessera
 from tessera import backends, zoo
 from tessera.errors import ArtifactError
 from tessera.runtime import FallbackWarning
-from tessera.runtime._artifact import MANIFEST, _canonical, _sha
+from tessera.runtime._artifact import MANIFEST, _canonical, _sha, read
 
 TARGETS = [t for t in ("onnxruntime", "openvino", "torch")
            if backends.get(t).is_available().ok]
@@ -29,11 +29,11 @@ def cost_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield tmp_path
 
 
-def mixed(name: str = "mlp") -> tessera.runtime.CompiledModel:
+def mixed(name: str = "mlp", **options: object) -> tessera.runtime.CompiledModel:
     """A plan with one partition per available backend, by pins: every kind of cache."""
     proto = onnx.load(zoo.export(name, 1))
     pins = {"/layers.0/Gemm": TARGETS[0], "/Erf": TARGETS[1], "/layers.1/Gemm": TARGETS[-1]}
-    return tessera.compile(proto, TARGETS, pins=pins, partitioner="greedy")
+    return tessera.compile(proto, TARGETS, pins=pins, partitioner="greedy", **options)
 
 
 def reference(name: str = "mlp") -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -96,6 +96,80 @@ def test_weights_are_stored_once(tmp_path: Path) -> None:
     assert tensors and weights <= 1.05 * source  # once, though model and partitions share them
     assert all(n == MANIFEST or n.endswith((".json", ".onnx")) or n.startswith(
         ("tensors/", "caches/")) for n in names)
+    assert [p.name for p in tmp_path.glob("mlp.tess*")] == ["mlp.tess"]  # link-params=true
+
+
+def test_link_params_false_keeps_the_weights_beside_the_artifact(tmp_path: Path) -> None:
+    compiled = mixed(link_params=False)
+    assert compiled.config.options.link_params is False
+    path = compiled.save(tmp_path / "mlp.tess")
+    weights = tmp_path / "mlp.tess.weights"
+    linked = mixed().save(tmp_path / "linked.tess")
+    assert weights.is_file() and path.stat().st_size < linked.stat().st_size / 4
+    with zipfile.ZipFile(path) as archive:
+        assert not [n for n in archive.namelist() if n.startswith("tensors/")]
+        layout = json.loads(archive.read(MANIFEST))["weights"]
+    with zipfile.ZipFile(linked) as archive:
+        inside = {n: archive.read(n) for n in archive.namelist() if n.startswith("tensors/")}
+    assert layout["file"] == "mlp.tess.weights" and layout["size"] == weights.stat().st_size
+    assert sorted(layout["tensors"]) == sorted(inside)  # the same tensors, once each
+    data = weights.read_bytes()
+    for name, entry in layout["tensors"].items():
+        assert entry["offset"] % layout["alignment"] == 0 and entry["sha256"] == _sha(
+            inside[name])
+        assert data[entry["offset"]:entry["offset"] + entry["length"]] == inside[name]
+    artifact = read(path)
+    assert artifact.weights and all(isinstance(v, np.memmap) for v in artifact.weights.values())
+    loaded = tessera.load(path)
+    assert loaded.plan == compiled.plan and loaded.config.options.link_params is False
+    assert loaded.sources == tessera.load(linked).sources
+    feeds, want = reference()
+    assert_close(loaded.run(feeds), want)
+
+
+def test_a_missing_or_damaged_weights_file_is_named(tmp_path: Path) -> None:
+    path = mixed(link_params=False).save(tmp_path / "mlp.tess")
+    weights = tmp_path / "mlp.tess.weights"
+    good = weights.read_bytes()
+    damaged = bytearray(good)
+    damaged[len(good) // 2] ^= 0xFF
+    weights.write_bytes(bytes(damaged))
+    with pytest.raises(ArtifactError, match=r"weights file .*mlp\.tess\.weights: tensor "
+                                            r"tensors/\w+ .* fails its SHA-256 check"):
+        tessera.load(path)
+    weights.write_bytes(good[:-10])
+    with pytest.raises(ArtifactError, match=rf"holds {len(good) - 10} bytes, but mlp\.tess "
+                                            rf"expects {len(good)}"):
+        tessera.load(path)
+    weights.unlink()
+    with pytest.raises(ArtifactError, match=r"keeps its weights in .*mlp\.tess\.weights \(saved "
+                                            r"with link-params=false\), which is missing: put "
+                                            r"the mlp\.tess\.weights saved with it beside"):
+        tessera.load(path)
+    weights.write_bytes(good)
+    assert tessera.load(path).plan.partitions
+
+
+def test_a_weights_file_is_never_read_from_elsewhere(tmp_path: Path) -> None:
+    path = mixed(link_params=False).save(tmp_path / "mlp.tess")
+    with zipfile.ZipFile(path) as archive:
+        manifest = json.loads(archive.read(MANIFEST))
+    manifest["weights"]["file"] = "../mlp.tess.weights"
+    rewrite(path, {MANIFEST: json.dumps(manifest).encode()}, fix_manifest=True)
+    with pytest.raises(ArtifactError, match="weights entry is malformed"):
+        tessera.load(path)
+
+
+def test_a_failed_save_beside_leaves_the_old_artifact(tmp_path: Path) -> None:
+    path = mixed().save(tmp_path / "mlp.tess")
+    good = path.read_bytes()
+    (tmp_path / "mlp.tess.weights").mkdir()  # the weights file cannot be put in place
+    with pytest.raises(OSError):
+        mixed(link_params=False).save(path)
+    assert path.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir() if ".sqlite" not in p.name) == [
+        "mlp.tess", "mlp.tess.weights"]
+    assert not list((tmp_path / "mlp.tess.weights").iterdir())
 
 
 def test_a_damaged_entry_fails_its_checksum(tmp_path: Path) -> None:

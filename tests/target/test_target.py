@@ -89,14 +89,6 @@ def test_legacy_target_host_warns() -> None:
         Target("cuda", host="cpu", target_host="cpu")
 
 
-def test_canonicalize_target_and_host() -> None:
-    target, host = Target.canonicalize_target_and_host("cuda -host=cpu")
-    assert target == Target("cuda") and host == Target("cpu")
-    target, host = Target.canonicalize_target_and_host("cuda -host=cpu", "cpu -mcpu=x")
-    assert host == Target("cpu -mcpu=x") and target.host is None
-    assert Target.canonicalize_target_and_host("cpu") == (Target("cpu"), None)
-
-
 def test_keys() -> None:
     assert Target("cpu").keys == ("cpu",)
     assert Target("cuda").keys == ("cuda", "gpu")

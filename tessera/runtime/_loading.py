@@ -1,0 +1,93 @@
+"""Loading an artifact: every partition rebuilt from its saved compiled cache (on the machine
+that saved it) or its submodel, without measuring. A partition whose backend is missing or
+changed is an ArtifactError, or with `allow_fallback` placed again on what is here."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+from tessera import backends
+from tessera.backends import Compiled
+from tessera.backends._threads import ThreadPolicy, core_budget
+from tessera.errors import ArtifactError, TesseraError
+from tessera.ir import Model, extract_submodel, load_model
+from tessera.placement import replace_lost
+from tessera.placement._costdb import machine
+from tessera.runtime._artifact import Artifact, FallbackWarning, read
+from tessera.runtime._compiled import CompiledModel, assemble
+from tessera.target import Target
+
+
+def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> CompiledModel:
+    """The compiled model saved at `path`, rebuilt without measuring. A partition whose
+    backend is missing here, or installed in another version, is an ArtifactError; with
+    `allow_fallback` those partitions are re-placed on the remaining targets (greedy, with
+    the reference fallback) and a FallbackWarning says so."""
+    artifact = read(path)
+    manifest = artifact.manifest
+    model = load_model(artifact.model("model.onnx"))
+    plan, config = artifact.plan, artifact.config
+    problems = _backend_problems(manifest)
+    records = manifest["partitions"]
+    if problems:
+        detail = "; ".join(f"{name}: {why}" for name, why in problems.items())
+        if not allow_fallback:
+            raise ArtifactError(
+                f"{artifact.path} cannot be loaded as saved: {detail}. Install the saved "
+                "versions, recompile, or load with allow_fallback=True (CLI: "
+                "--allow-fallback) to re-place those partitions")
+        plan = replace_lost(model, config, plan, sorted(problems))
+        warnings.warn(f"{artifact.path}: {detail}; re-placed those partitions without them",
+                      FallbackWarning, stacklevel=2)
+        records = [None] * len(plan.partitions)
+    policy = ThreadPolicy(manifest.get("thread_policy", "shared"), core_budget())
+    if len(plan.partitions) != len(manifest["partitions"]):
+        policy = ThreadPolicy.for_partitions(len(plan.partitions), config.options.threads)
+    same_machine = manifest.get("machine") == machine()
+    built = [_build(artifact, model, part.target, part.nodes, record, same_machine, policy)
+             for part, record in zip(plan.partitions, records, strict=True)]
+    compiled = assemble(model, config, plan, [b for b, _ in built], policy)
+    compiled.sources = [how for _, how in built]
+    return compiled
+
+
+def _build(artifact: Artifact, model: Model, target: Target, nodes: tuple[str, ...],
+           record: dict[str, Any] | None, same_machine: bool, policy: ThreadPolicy
+           ) -> tuple[Compiled, str]:
+    """The partition built, and from what: 'cache', 'submodel' or 're-placed'."""
+    target = policy.apply(target)
+    backend = backends.get(target.kind.name)
+    if record is None:
+        return backend.compile(extract_submodel(model, model.node_set(nodes)), target), "re-placed"
+    submodel = artifact.model(record["submodel"])
+    cache = record.get("cache")
+    if cache and same_machine and record.get("built_as") == str(target):
+        data = artifact.files[cache]
+        if record.get("cache_format") == "onnx":
+            data = artifact.model(cache).SerializeToString()
+        try:
+            return backend.compile_cached(submodel, target, data), "cache"
+        except TesseraError:
+            pass  # a stale cache is only slower: compile the submodel instead
+    return backend.compile(submodel, target), "submodel"
+
+
+def _backend_problems(manifest: dict[str, Any]) -> dict[str, str]:
+    problems = {}
+    for name, saved in manifest.get("backends", {}).items():
+        try:
+            availability = backends.get(name).is_available()
+        except TesseraError as err:
+            problems[name] = str(err)
+            continue
+        if not availability.ok:
+            problems[name] = f"saved with {name} {saved}, not available here " \
+                             f"({availability.reason})"
+        elif availability.version != saved:
+            problems[name] = f"saved with {name} {saved}, installed {availability.version}"
+    return problems
+
+
+__all__ = ["load"]
