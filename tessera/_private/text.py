@@ -11,4 +11,9 @@ def first_line(err: BaseException | str, limit: int = 200) -> str:
     return (text.splitlines() or [""])[0][:limit]
 
 
-__all__ = ["first_line"]
+def typed_line(err: BaseException, limit: int = 200) -> str:
+    """'ErrorType: first line': for failures from outside tessera, whose type says most."""
+    return f"{type(err).__name__}: {first_line(err, limit)}"
+
+
+__all__ = ["first_line", "typed_line"]

@@ -57,3 +57,17 @@ def is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def legacy_host(host: object, target_host: object, error: type[Exception]) -> object:
+    """`host`, or the deprecated `target_host` spelling of it (with a warning); both given is
+    `error`."""
+    if target_host is None:
+        return host
+    import warnings
+
+    warnings.warn("the separate `target_host` argument is deprecated; pass `host=` instead",
+                  DeprecationWarning, stacklevel=3)
+    if host is not None:
+        raise error("both `host` and the legacy `target_host` were given; pass one")
+    return target_host

@@ -13,13 +13,13 @@ import hashlib
 import json
 import os
 import re
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
 
 from tessera._private.registry import did_you_mean
+from tessera._private.values import legacy_host
 from tessera.config._options import EXECUTORS, RUNTIMES, FlowOptions
 from tessera.errors import ConfigError, TargetError
 from tessera.target import KINDS, TAGS, Target, kind_for_device
@@ -74,15 +74,7 @@ class CompilationConfig:
         **options: Any,
     ) -> CompilationConfig:
         """Canonicalise `targets` (any accepted form) with the given host and options."""
-        if target_host is not None:
-            warnings.warn(
-                "the separate `target_host` argument is deprecated; pass `host=` instead",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            if host is not None:
-                raise ConfigError("both `host` and the legacy `target_host` were given; pass one")
-            host = target_host
+        host = legacy_host(host, target_host, ConfigError)
         base = _collect(targets)
         items = _apply_target_options(base.items, {} if target_options is None else target_options)
         items, carried = _expand_composites(items)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from tessera import backends
-from tessera._private.text import first_line
+from tessera._private.text import first_line, typed_line
 from tessera._private.timing import time_block
 from tessera.backends._inputs import random_inputs
 from tessera.errors import TesseraError
@@ -52,7 +52,7 @@ def measure_submodel(submodel: onnx.ModelProto, target: Target,
     except TesseraError as err:
         return Cost.failed(first_line(err))
     except Exception as err:  # a backend's own failure must not end the compile
-        return Cost.failed(f"{type(err).__name__}: {first_line(err)}")
+        return Cost.failed(typed_line(err))
     return Cost(latency.median_ms, latency.spread_ms, latency.runs)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tessera._private.text import typed_line
 from tessera._private.timing import time_block
 from tessera.config import CompilationConfig
 from tessera.errors import TesseraError
@@ -66,7 +67,7 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
         try:
             latency = time_block(functools.partial(call, feeds), seconds=seconds)
         except Exception as err:  # a backend failing at run time is a row, not a crash
-            rows.append({"row": label, "error": _line(err)})
+            rows.append({"row": label, "error": typed_line(err, 160)})
             continue
         rows.append({"row": label, **latency.to_dict(), "plan": plans.get(label, "whole model")})
     natives = [r["median_ms"] for r in rows if r["row"].startswith("native ") and "error" not in r]
@@ -82,12 +83,7 @@ def _guarded(build: Callable[[], Any]) -> Any:
     try:
         return build()
     except Exception as err:  # one failing backend must not end the comparison
-        return _line(err)
-
-
-def _line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0][:160] if text else ''}"
+        return typed_line(err, 160)
 
 
 __all__ = ["Comparison", "compare"]

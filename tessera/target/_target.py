@@ -6,7 +6,6 @@ import hashlib
 import json
 import re
 import threading
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
@@ -17,6 +16,7 @@ from tessera._private.values import (
     FALSE_WORDS,
     TRUE_WORDS,
     is_number,
+    legacy_host,
     parse_bool,
     parse_float,
     parse_int,
@@ -56,15 +56,7 @@ class Target:
         *,
         target_host: TargetLike | None = None,
     ) -> None:
-        if target_host is not None:
-            warnings.warn(
-                "the separate `target_host` argument is deprecated; pass `host=` instead",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            if host is not None:
-                raise TargetError("both `host` and the legacy `target_host` were given; pass one")
-            host = target_host
+        host = legacy_host(host, target_host, TargetError)  # type: ignore[assignment]
         built = _build(value)
         if host is not None:
             built = built.with_host(host)
