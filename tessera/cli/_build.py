@@ -21,17 +21,13 @@ if TYPE_CHECKING:
     from tessera.ir import Model
     from tessera.placement import Plan
 
-CPU_BACKENDS = ("onnxruntime", "openvino", "torch", "iree", "tvm")
-
-
 def expand_targets(targets: str) -> str:
-    """'all' is every available CPU backend, in tessera's default priority order."""
+    """'all' is every available backend that takes part in it, by its rank."""
     if targets.strip() != "all":
         return targets
     from tessera import backends
 
-    available = [b for b in CPU_BACKENDS if backends.get(b).is_available().ok]
-    return ",".join(available) or "reference"
+    return ",".join(backends.for_all()) or "reference"
 
 
 def build_config(targets: str, options: tuple[str, ...], extra: list[str],
