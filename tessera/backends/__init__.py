@@ -16,6 +16,7 @@ from tessera.backends._protocol import (
     Support,
     TensorSpec,
 )
+from tessera.backends._threads import PolicyName
 from tessera.errors import BackendUnavailableError
 from tessera.target import KINDS
 
@@ -27,6 +28,7 @@ __all__ = [
     "NativeRunner",
     "PluginFailure",
     "PluginWarning",
+    "PolicyName",
     "Support",
     "TensorSpec",
     "for_all",

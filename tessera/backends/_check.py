@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tessera.errors import CompileError
+from tessera.backends._protocol import Support
+from tessera.errors import CompileError, TesseraError
 
 if TYPE_CHECKING:
     import onnx
@@ -29,7 +30,12 @@ def refused_nodes(backend: Backend, submodel: onnx.ModelProto, target: Target
     constants = flow.constants
     refused = []
     for name, node in zip(flow.names, flow.nodes, strict=True):
-        support = backend.supports(node, opset, types, constants, target=target)
+        try:
+            support = backend.supports(node, opset, types, constants, target=target)
+        except TesseraError:
+            raise
+        except Exception as err:  # a plugin's own bug: that node is refused, and why
+            support = Support(False, f"its supports() failed: {type(err).__name__}: {err}")
         if not support:
             refused.append((name, node.op_type, support.reason))
     return refused

@@ -270,7 +270,7 @@ def _build(artifact: Artifact, model: Model, target_text: str, nodes: tuple[str,
     target = policy.apply(Target(target_text))
     backend = backends.get(target.kind.name)
     if record is None:
-        return backend.compile(submodel_of(model, nodes), target), "re-placed"
+        return backend.compile(submodel_of(model, nodes), target, check=False), "re-placed"
     submodel = artifact.model(record["submodel"])
     cache = record.get("cache")
     if cache and same_machine and record.get("built_as") == str(target):
@@ -281,7 +281,7 @@ def _build(artifact: Artifact, model: Model, target_text: str, nodes: tuple[str,
             return backend.compile_cached(submodel, target, data), "cache"
         except TesseraError:
             pass  # a stale cache is only slower: compile the submodel instead
-    return backend.compile(submodel, target), "submodel"
+    return backend.compile(submodel, target, check=False), "submodel"
 
 
 def _backend_problems(manifest: dict[str, Any]) -> dict[str, str]:
