@@ -8,6 +8,7 @@ from __future__ import annotations
 from tessera.backends import iree, onnxruntime, openvino, reference, tensorrt, torch, tvm
 from tessera.backends._plugins import GROUP, PluginFailure, PluginWarning, load_plugins
 from tessera.backends._plugins import failures as plugin_failures
+from tessera.backends._probe import ProbedBackend
 from tessera.backends._protocol import (
     BACKENDS,
     Backend,
@@ -29,6 +30,7 @@ __all__ = [
     "PluginFailure",
     "PluginWarning",
     "PolicyName",
+    "ProbedBackend",
     "Support",
     "TensorSpec",
     "for_all",

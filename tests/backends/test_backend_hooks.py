@@ -15,8 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tessera import CompilationConfig, backends, load_model
-from tessera.backends import Backend, Compiled, Support
-from tessera.backends._probe import ProbedBackend
+from tessera.backends import Backend, Compiled, ProbedBackend, Support
 from tessera.backends._threads import ThreadPolicy
 from tessera.errors import CompileError
 from tessera.ir import ValueType

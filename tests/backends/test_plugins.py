@@ -136,7 +136,7 @@ def test_a_fresh_process_finds_the_plugin_by_its_kind_alone(example: Path) -> No
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": f"{example}:{root}"})
-    assert out.stdout.split() == ["example", "#17becf"]
+    assert out.stdout.split() == ["example", "#bcbd22"]
 
 
 BROKEN = "import tessera_missing_dependency  # not installed\n"

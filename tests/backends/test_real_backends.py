@@ -5,7 +5,7 @@ import pytest
 from onnx import helper
 
 from tessera import Target, backends, load_model
-from tessera.backends._probe import ProbedBackend
+from tessera.backends import ProbedBackend
 from tessera.errors import CompileError, InputError
 from tessera.ir import ValueType
 
