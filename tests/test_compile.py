@@ -36,7 +36,8 @@ def test_one_backend_runs_the_whole_model() -> None:
 class WrongBackend(Backend):
     """TEST-ONLY fake backend: claims Relu and MatMul, and computes Relu wrongly."""
 
-    def supports(self, node, opset, types=None, constants=None):  # type: ignore[no-untyped-def]
+    def supports(self, node, opset, types=None, constants=None,  # type: ignore[no-untyped-def]
+                 *, target=None):
         ok = node.op_type in ("Relu", "MatMul")
         return Support(ok, "test fake claims it" if ok else "test fake does not")
 

@@ -28,6 +28,17 @@ class Registry(Generic[T]):
         self._error = error
         self._items: dict[str, T] = {}
         self._aliases: dict[str, str] = {}
+        self._loaders: list[Callable[[], None]] = []
+
+    def add_loader(self, load: Callable[[], None]) -> None:
+        """`load()` runs before a listing and on a lookup that misses: entries that live in
+        other packages (plugins) register themselves then, never earlier. It must be cheap
+        once done, since it runs on every miss."""
+        self._loaders.append(load)
+
+    def _load(self) -> None:
+        for load in self._loaders:
+            load()
 
     @overload
     def register(self, name: str, value: T, *, aliases: tuple[str, ...] = ...) -> T: ...
@@ -60,7 +71,11 @@ class Registry(Generic[T]):
     def canonical_name(self, name: str) -> str | None:
         if name in self._items:
             return name
-        return self._aliases.get(name)
+        found = self._aliases.get(name)
+        if found is None and self._loaders:
+            self._load()
+            found = name if name in self._items else self._aliases.get(name)
+        return found
 
     def find(self, name: str) -> T | None:
         canonical = self.canonical_name(name)
@@ -80,19 +95,21 @@ class Registry(Generic[T]):
         )
 
     def names(self) -> list[str]:
+        self._load()
         return list(self._items)
 
     def aliases_of(self, name: str) -> list[str]:
         return [alias for alias, target in self._aliases.items() if target == name]
 
     def items(self) -> list[tuple[str, T]]:
+        self._load()
         return list(self._items.items())
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.canonical_name(name) is not None
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._items))
+        return iter(self.names())
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self.names())

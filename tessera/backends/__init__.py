@@ -1,22 +1,62 @@
-"""Backends: one module each. Importing them registers their target kinds and protocol
-objects only; each backend's library loads on first use."""
+"""Backends: one module each, plus plugins from other packages (the `tessera.backends`
+entry-point group, docs/backends.md). Importing this registers tessera's own target kinds and
+protocol objects only; each backend's library loads on first use, and plugins on the first
+lookup that misses or the first listing."""
 
 from __future__ import annotations
 
 from tessera.backends import iree, onnxruntime, openvino, reference, tensorrt, torch, tvm
-from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support, TensorSpec
+from tessera.backends._plugins import GROUP, PluginFailure, PluginWarning, load_plugins
+from tessera.backends._plugins import failures as plugin_failures
+from tessera.backends._probe import ProbedBackend
+from tessera.backends._protocol import (
+    BACKENDS,
+    Backend,
+    Compiled,
+    NativeRunner,
+    Support,
+    TensorSpec,
+)
+from tessera.backends._threads import PolicyName
 from tessera.errors import BackendUnavailableError
 from tessera.target import KINDS
 
-__all__ = ["BACKENDS", "Backend", "Compiled", "Support", "TensorSpec", "get", "names"]
+__all__ = [
+    "BACKENDS",
+    "GROUP",
+    "Backend",
+    "Compiled",
+    "NativeRunner",
+    "PluginFailure",
+    "PluginWarning",
+    "PolicyName",
+    "ProbedBackend",
+    "Support",
+    "TensorSpec",
+    "for_all",
+    "get",
+    "load_plugins",
+    "names",
+    "plugin_failures",
+]
 
 del iree, onnxruntime, openvino, reference, tensorrt, torch, tvm
+
+# a plugin's kind and backend are found by the same lookups as tessera's own
+KINDS.add_loader(load_plugins)
+BACKENDS.add_loader(load_plugins)
 
 
 def get(kind: str) -> Backend:
     """The backend for a kind name or alias ('onnxruntime', 'ort', ...)."""
     name = KINDS.canonical_name(kind) or kind
-    if name in KINDS and name not in BACKENDS:
+    found = BACKENDS.find(name)
+    if found is not None:
+        return found
+    failure = plugin_failures().get(name)
+    if failure is not None:
+        raise BackendUnavailableError(failure.message())
+    if name in KINDS:
         raise BackendUnavailableError(
             f"target kind {name!r} is declared, but this version of tessera has no backend "
             f"implementation for it yet (implemented: {', '.join(BACKENDS.names())})"
@@ -25,5 +65,11 @@ def get(kind: str) -> Backend:
 
 
 def names() -> list[str]:
-    """Names of the implemented backends, in registration order."""
+    """Names of the implemented backends (plugins included), in registration order."""
     return BACKENDS.names()
+
+
+def for_all() -> list[str]:
+    """The backends `-t all` takes: each available one that says `in_all`, by `rank`."""
+    chosen = [b for _, b in BACKENDS.items() if b.in_all]
+    return [b.name for b in sorted(chosen, key=lambda b: b.rank) if b.is_available().ok]

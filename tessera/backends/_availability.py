@@ -6,8 +6,32 @@ import importlib.machinery
 import importlib.metadata
 import importlib.util
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tessera.target import Availability
+
+
+@dataclass(frozen=True)
+class LibraryAvailability:
+    """A check that finds `module` and reports the first installed distribution's version.
+    `extra` is tessera's pip extra for it; None when it must be installed by hand."""
+
+    module: str
+    dists: tuple[str, ...]
+    extra: str | None
+
+    def __call__(self) -> Availability:
+        if not _module_exists(self.module):
+            how = (f"pip install 'tessera[{self.extra}]'" if self.extra
+                   else f"pip install {self.dists[0]}")
+            return Availability(False, f"{self.module} is not installed; install it with: {how}")
+        for dist in self.dists:
+            try:
+                version = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            return Availability(True, f"{dist} {version}", version)
+        return Availability(True, f"{self.module} (version unknown)")
 
 
 def library_availability(
@@ -15,22 +39,7 @@ def library_availability(
 ) -> Callable[[], Availability]:
     """A check that finds `module` and reports the first installed distribution's version.
     `extra` is tessera's pip extra for it; None when it must be installed by hand."""
-    how = f"pip install 'tessera[{extra}]'" if extra else f"pip install {dists[0]}"
-
-    def check() -> Availability:
-        if not _module_exists(module):
-            return Availability(
-                False, f"{module} is not installed; install it with: {how}"
-            )
-        for dist in dists:
-            try:
-                version = importlib.metadata.version(dist)
-            except importlib.metadata.PackageNotFoundError:
-                continue
-            return Availability(True, f"{dist} {version}", version)
-        return Availability(True, f"{module} (version unknown)")
-
-    return check
+    return LibraryAvailability(module, dists, extra)
 
 
 def _module_exists(module: str) -> bool:

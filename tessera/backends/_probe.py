@@ -1,6 +1,7 @@
 """Support by probing: build a one-node model with the node's real input types and its constant
-inputs, and ask the backend's own converter and compiler whether it takes it. The answer is
-cached per node signature, so a model with many alike nodes pays once per kind of node."""
+inputs, and ask the backend's own converter and compiler whether it takes it for the target
+asked about. The answer is cached per node signature and the probed target's tuning key, so a
+model with many alike nodes pays once per kind of node."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tessera.backends._deviations import Deviation, first_deviation
 from tessera.backends._protocol import Backend, Support
 from tessera.backends._schema import schema_for
 from tessera.ir._dtypes import INTEGER_TYPES, UNDEFINED
+from tessera.target import Target
 
 if TYPE_CHECKING:
     import onnx
@@ -26,13 +28,13 @@ _FLOAT_CONSTANT_LIMIT = 16
 
 
 class Prober:
-    """`check(model)` raises when the backend cannot take the one-node model; the message of
-    the exception becomes the reason."""
+    """`check(model, target)` raises when the backend cannot take the one-node model for
+    `target`; the message of the exception becomes the reason."""
 
-    def __init__(self, backend: str, check: Callable[[onnx.ModelProto], None]) -> None:
+    def __init__(self, backend: str, check: Callable[[onnx.ModelProto, Target], None]) -> None:
         self.backend = backend
         self._check = check
-        self._cache: dict[str, Support] = {}
+        self._cache: dict[tuple[str, str], Support] = {}
         self._lock = threading.Lock()
 
     def supports(
@@ -41,6 +43,7 @@ class Prober:
         opset: int,
         types: Mapping[str, ValueType] | None,
         constants: Mapping[str, onnx.TensorProto] | None,
+        target: Target,
     ) -> Support:
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         if not domain and schema_for(node, opset) is None:
@@ -49,13 +52,13 @@ class Prober:
             return Support(False, f"{self.backend}: control flow ({node.op_type} with a "
                                   "subgraph) is not probed; it stays on another backend")
         model = single_node_model(node, opset, types or {}, constants or {})
-        key = _signature(model)
+        key = (_signature(model), target.tuning_key())
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None:
             return cached
         try:
-            self._check(model)
+            self._check(model, target)
             answer = Support(True, f"{self.backend} converts and compiles {node.op_type} "
                                    "(probed with these input types)")
         except Exception as err:  # any failure of the backend's own tools means "no"
@@ -139,16 +142,27 @@ def _signature(model: onnx.ModelProto) -> str:
 
 class ProbedBackend(Backend):
     """A backend whose support table is its own tools' verdict on one-node models, after its
-    known deviations from ONNX (which a probe cannot see: it only asks "does it compile")."""
+    known deviations from ONNX (which a probe cannot see: it only asks "does it compile").
+    The probe compiles for the target asked about, reduced to `probe_attrs` (the attributes
+    that can change what compiles: a target CPU, say), so that targets differing only in
+    thread counts or optimisation hints share their answers."""
 
     probe_label: str
+    probe_attrs: tuple[str, ...] = ()
     deviations: tuple[Deviation, ...] = ()
 
     def __init__(self) -> None:
         self._prober = Prober(self.probe_label, self._probe)
 
-    def _probe(self, model: onnx.ModelProto) -> None:
+    def _probe(self, model: onnx.ModelProto, target: Target) -> None:
         raise NotImplementedError
+
+    def probe_target(self, target: Target | None) -> Target:
+        """The target a probe compiles for: `target`'s device and `probe_attrs`."""
+        chosen = target if target is not None else Target(self.name)
+        explicit = chosen.explicit_attrs
+        kept = {k: v for k, v in explicit.items() if k == "device" or k in self.probe_attrs}
+        return chosen if kept == explicit else Target(self.name).with_attrs(**kept)
 
     def supports(
         self,
@@ -156,9 +170,11 @@ class ProbedBackend(Backend):
         opset: int,
         types: Mapping[str, ValueType] | None = None,
         constants: Mapping[str, onnx.TensorProto] | None = None,
+        *,
+        target: Target | None = None,
     ) -> Support:
         refusal = first_deviation(self.deviations, self.probe_label, node, opset, types,
                                   constants)
         if refusal is not None:  # a Support is falsy when refused: no `or` here
             return refusal
-        return self._prober.supports(node, opset, types, constants)
+        return self._prober.supports(node, opset, types, constants, self.probe_target(target))

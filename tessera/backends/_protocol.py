@@ -25,9 +25,13 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
+    from tessera.backends._threads import PolicyName
     from tessera.ir import ValueType
 
-__all__ = ["BACKENDS", "Backend", "Compiled", "Support", "TensorSpec"]
+__all__ = ["BACKENDS", "Backend", "Compiled", "NativeRunner", "Support", "TensorSpec"]
+
+# the whole model run by a backend's own library, as its users would call it
+NativeRunner = Callable[[Mapping[str, "np.ndarray"]], Any]
 
 
 @dataclass(frozen=True)
@@ -91,13 +95,27 @@ class Compiled:
 
 
 class Backend:
-    """One backend. Subclasses set `kind` and implement `supports` and `_compile`."""
+    """One backend. Subclasses set `kind` and implement `supports` and `_compile`; every
+    other method has a default that fits a backend with nothing special to say. See
+    docs/backends.md for a complete out-of-tree example."""
 
     kind: TargetKind
+
+    # `-t all` takes every available backend with `in_all`, by `rank` (lower first)
+    in_all = False
+    rank = 100
+    # the colour of this backend's partitions in placement pictures (None: a spare colour)
+    colour: str | None = None
 
     @property
     def name(self) -> str:
         return self.kind.name
+
+    @property
+    def pip_extra(self) -> str | None:
+        """tessera's pip extra that installs this backend's library, where it has one."""
+        extra = getattr(self.kind.availability, "extra", None)
+        return extra if isinstance(extra, str) else None
 
     def is_available(self) -> Availability:
         return self.kind.is_available()
@@ -108,12 +126,43 @@ class Backend:
         opset: int,
         types: Mapping[str, ValueType] | None = None,
         constants: Mapping[str, onnx.TensorProto] | None = None,
+        *,
+        target: Target | None = None,
     ) -> Support:
+        """Whether this backend runs `node` correctly on `target` (None: the kind's default
+        target), with the reason either way."""
         raise NotImplementedError
 
-    def compile(self, submodel: onnx.ModelProto, target: Target | str | None = None) -> Compiled:
+    def compile(self, submodel: onnx.ModelProto, target: Target | str | None = None, *,
+                check: bool = True) -> Compiled:
+        """`submodel` compiled for `target`. With `check`, a node that `supports()` refuses
+        is a CompileError listing each one with its reason, before the backend sees it;
+        tessera's own builds pass `check=False` for partitions a placement already judged."""
         chosen = self._usable(target)
+        if check:
+            from tessera.backends._check import check_supported
+
+            check_supported(self, submodel, chosen)
         return self._guarded(submodel, lambda: self._compile(submodel, chosen))
+
+    # -- thread policy and native baseline -----------------------------------------------
+    def thread_settings(self, policy: PolicyName, budget: int) -> dict[str, Any]:
+        """Target attributes the plan's thread policy sets where the user left them open:
+        'native' (a plan of one partition: the backend's own fastest settings) or 'shared'
+        (a mixed plan: each backend gets the `budget` of cores in turn, and no pool may keep
+        spinning once its partition returns)."""
+        return {"num-threads": budget} if policy == "shared" else {}
+
+    def native_runner(self, model: bytes) -> NativeRunner:
+        """The whole `model` run as this backend's users would run it, with no tessera in
+        between: the baseline of `tessera bench`. A backend whose library has no ONNX entry
+        of its own is run by its tessera backend on the native thread policy."""
+        import onnx
+
+        from tessera.backends._threads import ThreadPolicy
+
+        target = ThreadPolicy.for_partitions(1).apply(Target(self.name))
+        return self.compile(onnx.load_from_string(model), target, check=False).run
 
     def _usable(self, target: Target | str | None) -> Target:
         chosen = Target(target) if target is not None else Target(self.name)
@@ -152,7 +201,8 @@ class Backend:
 
     def compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
                        ) -> Compiled:
-        """`compile`, reusing a cache from `export_cache` of the same submodel and target."""
+        """`compile`, reusing a cache from `export_cache` of the same submodel and target.
+        No support check: the cache is an exact earlier build of this very submodel."""
         chosen = Target(target)
         try:
             return self._compile_cached(submodel, chosen, cache)
@@ -164,7 +214,7 @@ class Backend:
 
     def _compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
                         ) -> Compiled:
-        return self.compile(submodel, target)
+        return self.compile(submodel, target, check=False)
 
     # -- warm caches, for later compiles on this machine ---------------------------------
     # What `compile` can keep in a directory so that compiling the same submodel again skips
@@ -176,12 +226,16 @@ class Backend:
     per_partition_threads = False
 
     def compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
-                     reuse: bool) -> Compiled:
+                     reuse: bool, *, check: bool = True) -> Compiled:
         """`compile`, reusing what an earlier call left in `directory` (`reuse`), or else
         leaving it there (a fresh directory the caller publishes once this returns)."""
         chosen = self._usable(target)
         if not self.warm_cache:
-            return self.compile(submodel, chosen)
+            return self.compile(submodel, chosen, check=check)
+        if check:
+            from tessera.backends._check import check_supported
+
+            check_supported(self, submodel, chosen)
         return self._guarded(submodel,
                              lambda: self._compile_warm(submodel, chosen, directory, reuse))
 

@@ -45,26 +45,20 @@ class ThreadPolicy:
         return cls(name, core_budget())
 
     def apply(self, target: Target) -> Target:
-        """`target` with the settings this policy decides, where the user left them open."""
+        """`target` with the settings this policy decides, where the user left them open:
+        what its backend's `thread_settings` hook asks for."""
+        from tessera.backends._protocol import BACKENDS
+
+        backend = BACKENDS.find(target.kind.name)
+        if backend is None:  # a device target: no pool of its own
+            return target
         explicit = target.explicit_attrs
-        wanted = _settings(target.kind.name, self)
+        wanted = backend.thread_settings(self.name, self.budget)
         changes = {k: v for k, v in wanted.items() if k not in explicit and k in target.kind.schema}
         return target.with_attrs(**changes) if changes else target
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "budget": self.budget}
-
-
-def _settings(backend: str, policy: ThreadPolicy) -> dict[str, Any]:
-    if policy.name == "native":
-        # ONNX Runtime's own default pool spins; the others keep their defaults
-        return {"spinning": True} if backend == "onnxruntime" else {}
-    threads = {"num-threads": policy.budget}
-    if backend == "onnxruntime":  # spin while running, stop the moment the run returns
-        return {**threads, "spinning": True, "spin-stop": True}
-    if backend == "openvino":  # pinned OpenVINO threads slow the partitions around them
-        return {**threads, "num-streams": 1, "cpu-pinning": False}
-    return threads
 
 
 def prepare_environment(target_count: int) -> dict[str, str]:
@@ -78,4 +72,4 @@ def prepare_environment(target_count: int) -> dict[str, str]:
     return applied
 
 
-__all__ = ["ThreadPolicy", "core_budget", "prepare_environment"]
+__all__ = ["PolicyName", "ThreadPolicy", "core_budget", "prepare_environment"]

@@ -69,11 +69,16 @@ def compiler_flags(target: Target) -> list[str]:
     return flags
 
 
-def _probe(model: onnx.ModelProto) -> None:
+def _probe(model: onnx.ModelProto, target: Target) -> None:
     import iree.compiler as compiler
 
-    compiler.compile_str(import_onnx(model), target_backends=["llvm-cpu"],
-                         extra_args=["--compile-to=input", "--iree-input-type=onnx"])
+    compiler.compile_str(import_onnx(model), target_backends=[_target_backend(target)],
+                         extra_args=["--compile-to=input", "--iree-input-type=onnx",
+                                     *compiler_flags(target)])
+
+
+def _target_backend(target: Target) -> str:
+    return "cuda" if target.device_type == "cuda" else "llvm-cpu"
 
 
 @functools.cache
@@ -112,7 +117,9 @@ DEVIATIONS = (
 
 class IreeBackend(ProbedBackend):
     kind = KIND
+    in_all, rank, colour = True, 40, "#2ca02c"
     probe_label = "IREE"
+    probe_attrs = ("cpu-features",)
     _probe = staticmethod(_probe)
     deviations = DEVIATIONS
 
@@ -126,7 +133,7 @@ class IreeBackend(ProbedBackend):
             raise CompileError(f"IREE needs the rank of every partition input and output; "
                                f"unknown for {', '.join(unranked[:4])}: fix the model's input "
                                "shapes (--input-shape) or let another backend take these nodes")
-        backend = "cuda" if target.device_type == "cuda" else "llvm-cpu"
+        backend = _target_backend(target)
         if backend == "cuda" and "cuda" not in runtime.query_available_drivers():
             raise BackendUnavailableError("the IREE runtime here has no cuda driver")
         vmfb = compiler.compile_str(import_onnx(submodel), target_backends=[backend],

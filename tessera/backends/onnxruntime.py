@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
-from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
+from tessera.backends._protocol import BACKENDS, Backend, Compiled, NativeRunner, Support
 from tessera.backends._schema import input_type_strings, schema_for
 from tessera.errors import BackendUnavailableError, CompileError
 from tessera.ir import _dtypes as dtypes
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
+    from tessera.backends._threads import PolicyName
     from tessera.ir import ValueType
 
 KIND = register_kind(
@@ -76,6 +77,7 @@ DEVIATIONS = (
 class OnnxRuntimeBackend(Backend):
     kind = KIND
     per_partition_threads = True  # a session's own count
+    in_all, rank, colour = True, 10, "#1f77b4"
 
     def supports(
         self,
@@ -83,12 +85,14 @@ class OnnxRuntimeBackend(Backend):
         opset: int,
         types: Mapping[str, ValueType] | None = None,
         constants: Mapping[str, onnx.TensorProto] | None = None,
-        device: str = "cpu",
+        *,
+        target: Target | None = None,
     ) -> Support:
+        """Judged by the kernels of the target's execution provider (`-device=cuda`: CUDA's)."""
         refusal = dev.first_deviation(DEVIATIONS, "ONNX Runtime", node, opset, types, constants)
         if refusal is not None:
             return refusal
-        provider = _PROVIDERS[device]
+        provider = _PROVIDERS[target.device_type if target is not None else "cpu"]
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         kernels = _kernels(provider).get((domain, node.op_type))
         if domain:
@@ -124,6 +128,18 @@ class OnnxRuntimeBackend(Backend):
         wide, widened = widen_boundary(submodel)
         session = _session(wide.SerializeToString(), target)
         return _OrtCompiled(self.name, submodel, target, session, widened)
+
+    def thread_settings(self, policy: PolicyName, budget: int) -> dict[str, Any]:
+        if policy == "native":  # ONNX Runtime's own default pool spins
+            return {"spinning": True}
+        # spin while running, stop the moment the run returns
+        return {"num-threads": budget, "spinning": True, "spin-stop": True}
+
+    def native_runner(self, model: bytes) -> NativeRunner:
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        return lambda feeds: session.run(None, dict(feeds))
 
     # The warm cache is ONNX Runtime's own optimized model, its weights in a file beside it
     # that it maps when it loads; reloading skips the graph optimisers and the protobuf copy

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
-from tessera.backends._protocol import BACKENDS, Compiled
+from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner
 from tessera.errors import CompileError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
+    from tessera.backends._threads import PolicyName
 
 KIND = register_kind(
     "openvino",
@@ -69,10 +70,22 @@ def compile_config(target: Target) -> dict[str, str]:
     return config
 
 
-def _probe(model: onnx.ModelProto) -> None:
-    core = _core()
+def _probe(model: onnx.ModelProto, target: Target) -> None:
+    core = _core()  # the CPU plugin, whatever the target's settings
     core.compile_model(core.read_model(model.SerializeToString()), "CPU",
                        {"INFERENCE_NUM_THREADS": "1"})
+
+
+_REDUCE_OPS = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+               "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare")
+
+
+def _runtime_shape(facts: dev.NodeFacts, index: int) -> tuple[int | str | None, ...] | None:
+    """The shape of input `index` where it is known and not a constant."""
+    if not facts.has_input(index) or facts.is_constant(index):
+        return None
+    value_type = facts.types.get(facts.node.input[index])
+    return value_type.shape if value_type is not None else None
 
 
 DEVIATIONS = (
@@ -99,16 +112,38 @@ DEVIATIONS = (
     dev.Deviation(("Attention",), "left_window_size and nonpad_kv_seqlen are not honoured",
                   lambda facts: facts.attr("left_window_size") not in (None, -1)
                   or facts.has_input(6)),
+    dev.Deviation(_REDUCE_OPS, "an empty axes tensor given at run time fails the inference",
+                  lambda facts: _runtime_shape(facts, 1) == (0,)),
+    dev.Deviation(("SpaceToDepth",), "mode=CRD is computed as DCR",
+                  lambda facts: facts.attr("mode") == "CRD"),
+    dev.Deviation(("Resize",), "antialias is not honoured",
+                  lambda facts: facts.attr("antialias") == 1),
+    dev.Deviation(("DFT",), "an axis given at run time fails the inference",
+                  lambda facts: facts.has_input(2) and not facts.is_constant(2)),
 )
 
 
 class OpenVinoBackend(ProbedBackend):
     kind = KIND
     per_partition_threads = True  # a compiled model's own count
+    in_all, rank, colour = True, 20, "#9467bd"
     probe_label = "OpenVINO"
     _probe = staticmethod(_probe)
-
     deviations = DEVIATIONS
+
+    def thread_settings(self, policy: PolicyName, budget: int) -> dict[str, Any]:
+        if policy == "native":
+            return {}
+        # pinned OpenVINO threads slow the partitions around them
+        return {"num-threads": budget, "num-streams": 1, "cpu-pinning": False}
+
+    def native_runner(self, model: bytes) -> NativeRunner:
+        import openvino as ov
+
+        core = ov.Core()
+        compiled = core.compile_model(core.read_model(model), "CPU")
+        request = compiled.create_infer_request()
+        return lambda feeds: request.infer(dict(feeds), share_inputs=True)
 
     @staticmethod
     def _check_precision(target: Target) -> None:

@@ -28,6 +28,7 @@ class ReferenceBackend(Backend):
     """Supports exactly the ops `onnx.reference` implements at the node's schema version."""
 
     kind = KIND
+    colour = "#7f7f7f"
 
     def supports(
         self,
@@ -35,6 +36,8 @@ class ReferenceBackend(Backend):
         opset: int,
         types: Mapping[str, ValueType] | None = None,
         constants: Mapping[str, onnx.TensorProto] | None = None,
+        *,
+        target: Target | None = None,
     ) -> Support:
         from onnx.reference import ReferenceEvaluator
         from onnx.reference.ops import load_op

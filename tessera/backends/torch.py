@@ -39,6 +39,7 @@ class TorchBackend(Backend):
     """`supports` is exactly the converter table: op, schema version, dtypes, attributes."""
 
     kind = KIND
+    in_all, rank, colour = True, 30, "#ff7f0e"
 
     def supports(
         self,
@@ -46,6 +47,8 @@ class TorchBackend(Backend):
         opset: int,
         types: Mapping[str, ValueType] | None = None,
         constants: Mapping[str, onnx.TensorProto] | None = None,
+        *,
+        target: Target | None = None,  # the converter is the same on every device
     ) -> Support:
         from tessera.backends._torch_ops import DTYPES, OPS, Ctx
 

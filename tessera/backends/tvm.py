@@ -65,8 +65,8 @@ def build(model: onnx.ModelProto, target: Target) -> Any:
         return tvm.compile(module, target=tvm_target)
 
 
-def _probe(model: onnx.ModelProto) -> None:
-    build(model, Target("tvm"))
+def _probe(model: onnx.ModelProto, target: Target) -> None:
+    build(model, target)
 
 
 # Found by the node suite (docs/coverage.md): TVM compiles these and computes something else.
@@ -85,7 +85,9 @@ DEVIATIONS = (
 
 class TvmBackend(ProbedBackend):
     kind = KIND
+    in_all, rank, colour = True, 50, "#d62728"
     probe_label = "TVM"
+    probe_attrs = ("mcpu", "opt-level")
     _probe = staticmethod(_probe)
     deviations = DEVIATIONS
 
@@ -95,12 +97,14 @@ class TvmBackend(ProbedBackend):
         opset: int,
         types: Mapping[str, ValueType] | None = None,
         constants: Mapping[str, onnx.TensorProto] | None = None,
+        *,
+        target: Target | None = None,
     ) -> Support:
         if node.domain not in ("", "ai.onnx"):
             return Support(False, f"the TVM ONNX frontend has no {node.domain}.{node.op_type}")
         if node.op_type not in _converters():
             return Support(False, f"the TVM ONNX frontend has no converter for {node.op_type}")
-        return super().supports(node, opset, types, constants)
+        return super().supports(node, opset, types, constants, target=target)
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         import tvm

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-CPU_BACKENDS = ("onnxruntime", "openvino", "torch", "iree", "tvm")
 
 # Commands that build a config also take tvmc-style --target-<kind>-<attr>=VALUE flags.
 TARGET_FLAGS = {"ignore_unknown_options": True, "allow_extra_args": True}
@@ -89,13 +88,12 @@ def cli_pins(model: Model, items: tuple[str, ...]) -> dict[str, str] | None:
 
 
 def expand_targets(targets: str) -> str:
-    """'all' is every available CPU backend, in tessera's default priority order."""
+    """'all' is every available backend that takes part in it, by its rank."""
     if targets.strip() != "all":
         return targets
     from tessera import backends
 
-    available = [b for b in CPU_BACKENDS if backends.get(b).is_available().ok]
-    return ",".join(available) or "reference"
+    return ",".join(backends.for_all()) or "reference"
 
 
 def config_from_cli(

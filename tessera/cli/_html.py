@@ -15,12 +15,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tessera import backends
 from tessera.ir import Model
 from tessera.placement import Plan
 
-PALETTE = {"onnxruntime": "#1f77b4", "openvino": "#9467bd", "torch": "#ff7f0e",
-           "iree": "#2ca02c", "tvm": "#d62728", "reference": "#7f7f7f",
-           "tensorrt": "#bcbd22"}
 SPARE = ["#17becf", "#8c564b", "#e377c2", "#393b79", "#637939", "#843c39"]
 NODE_W, NODE_H, GAP_X, GAP_Y, BAND_PAD, TOP = 150, 30, 20, 22, 16, 28
 
@@ -43,7 +41,8 @@ def colours(plan: Plan) -> dict[str, str]:
     for part in plan.partitions:
         if str(part.target) in chosen:
             continue
-        base = PALETTE.get(part.kind)
+        backend = backends.BACKENDS.find(part.kind)
+        base = backend.colour if backend is not None else None
         chosen[str(part.target)] = base if base and base not in chosen.values() else next(spare,
                                                                                     "#444444")
     return chosen

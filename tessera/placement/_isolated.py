@@ -3,8 +3,9 @@ a candidate; in the worker that costs the candidate only (it is marked invalid w
 reason) and the worker is restarted. One worker serves all the candidates of a process, so
 there is no process-per-measurement tax.
 
-Backends registered outside tessera (plugins, test backends) reach the worker through
-`TESSERA_PLUGINS`: a comma-separated list of modules the worker imports first."""
+Backends of installed plugins (the `tessera.backends` entry points) load in the worker as in
+the caller; others registered by hand (test backends) reach it through `TESSERA_PLUGINS`: a
+comma-separated list of modules the worker imports first."""
 
 from __future__ import annotations
 
@@ -108,6 +109,7 @@ def _serve(conn: Any) -> None:
 
     for module in filter(None, os.environ.get("TESSERA_PLUGINS", "").split(",")):
         importlib.import_module(module.strip())
+    importlib.import_module("tessera.backends").load_plugins()  # entry-point plugins
     while True:
         request = conn.recv()
         if request is None:

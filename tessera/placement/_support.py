@@ -48,10 +48,10 @@ class SupportTable:
         answers: dict[tuple[int, str], tuple[bool, str]] = {}
 
         def ask(i: int, target: Target) -> tuple[bool, str]:
-            key = (i, target.kind.name)
+            key = (i, target.tuning_key())
             if key not in answers:
                 support = backends.get(target.kind.name).supports(
-                    flow.nodes[i], model.opset, types, constants)
+                    flow.nodes[i], model.opset, types, constants, target=target)
                 answers[key] = (support.ok, support.reason)
             return answers[key]
 

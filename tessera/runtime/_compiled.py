@@ -163,7 +163,7 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
         submodel = extract_submodel(model, mask)
         try:
             compiled = (compile_partition(model, mask, submodel, target) if warm else
-                        backends.get(target.kind.name).compile(submodel, target))
+                        backends.get(target.kind.name).compile(submodel, target, check=False))
         except CompileError as err:
             if part.kind == FALLBACK.kind.name:
                 raise

@@ -60,7 +60,8 @@ def _build(artifact: Artifact, model: Model, target: Target, nodes: tuple[str, .
     target = policy.apply(target)
     backend = backends.get(target.kind.name)
     if record is None:
-        return backend.compile(extract_submodel(model, model.node_set(nodes)), target), "re-placed"
+        return backend.compile(extract_submodel(model, model.node_set(nodes)), target,
+                               check=False), "re-placed"
     submodel = artifact.model(record["submodel"])
     cache = record.get("cache")
     if cache and same_machine and record.get("built_as") == str(target):
@@ -71,7 +72,7 @@ def _build(artifact: Artifact, model: Model, target: Target, nodes: tuple[str, .
             return backend.compile_cached(submodel, target, data), "cache"
         except TesseraError:
             pass  # a stale cache is only slower: compile the submodel instead
-    return backend.compile(submodel, target), "submodel"
+    return backend.compile(submodel, target, check=False), "submodel"
 
 
 def _backend_problems(manifest: dict[str, Any]) -> dict[str, str]:

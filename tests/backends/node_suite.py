@@ -27,8 +27,8 @@ import tessera
 from tessera import backends, load_model
 from tessera.errors import ModelError, PartitionError, TesseraError
 
-ALL = ("onnxruntime", "openvino", "torch", "iree", "tvm", "reference")
-BACKENDS = tuple(b for b in ALL if b in backends.names() and backends.get(b).is_available().ok)
+ALL = tuple(sorted(backends.names(), key=lambda b: backends.get(b).rank))  # plugins too
+BACKENDS = tuple(b for b in ALL if backends.get(b).is_available().ok)
 
 
 MODES = ("protocol", "tessera", "fallback")

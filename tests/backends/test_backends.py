@@ -1,5 +1,7 @@
 """The backend protocol on the real onnxruntime and reference backends."""
 
+import pkgutil
+
 import numpy as np
 import onnx
 import pytest
@@ -20,8 +22,11 @@ from ..ir.models import mlp
 def test_registry() -> None:
     assert set(backends.names()) >= {"onnxruntime", "reference"}
     assert backends.get("ort") is backends.get("onnxruntime")
-    assert set(backends.names()) == {"onnxruntime", "openvino", "torch", "iree", "tvm",
-                                     "reference"}
+    # each backend module of tessera registers its backend (a declared kind alone stays out)
+    modules = [m.name for m in pkgutil.iter_modules(backends.__path__) if m.name[0] != "_"]
+    own = [name for name in modules if name in backends.names()]
+    assert set(own) == set(modules) - {"tensorrt"}
+    assert all(backends.get(name).kind.name == name for name in backends.names())
     with pytest.raises(BackendUnavailableError, match="no backend implementation"):
         backends.get("tensorrt")
     with pytest.raises(RegistryError, match="did you mean 'reference'"):
@@ -116,4 +121,4 @@ def test_compile_failure_names_backend_and_nodes() -> None:
                               [helper.make_tensor_value_info("b", TensorProto.STRING, [2])])
     broken = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(CompileError, match=r"onnxruntime failed to compile nodes \['bad_relu'\]"):
-        backends.get("onnxruntime").compile(broken)
+        backends.get("onnxruntime").compile(broken, check=False)  # past the support check

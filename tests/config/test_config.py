@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tessera import CompilationConfig, Target
+from tessera import CompilationConfig, Target, backends
 from tessera.config import split_target_option
 from tessera.errors import ConfigError, TargetError
 
@@ -258,7 +258,7 @@ def test_json_round_trip_and_lookup_errors() -> None:
         CompilationConfig.from_json("[1]")
 
 
-BACKENDS = ["onnxruntime", "openvino", "torch", "iree", "tvm", "reference"]
+BACKENDS = [n for n in backends.names() if "cpu" in backends.get(n).kind.serves]
 
 
 @given(

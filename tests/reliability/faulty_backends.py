@@ -23,7 +23,8 @@ class FaultyBackend(Backend):
     def __init__(self, fault: str) -> None:
         self.fault = fault
 
-    def supports(self, node, opset, types=None, constants=None):  # type: ignore[no-untyped-def]
+    def supports(self, node, opset, types=None, constants=None,  # type: ignore[no-untyped-def]
+                 *, target=None):
         return Support(True, f"test-only {self.fault} backend claims everything")
 
     def _compile(self, submodel: Any, target: Any) -> Compiled:
