@@ -71,7 +71,7 @@ def _value_types(model: onnx.ModelProto, flow: DataflowGraph) -> Mapping[str, Va
     import onnx
 
     from tessera.ir._graph import _value_type
-    from tessera.ir._load import weights_as_inputs
+    from tessera.ir._light import weights_as_inputs
 
     try:
         light, _ = weights_as_inputs(model)
