@@ -71,3 +71,16 @@ def legacy_host(host: object, target_host: object, error: type[Exception]) -> ob
     if host is not None:
         raise error("both `host` and the legacy `target_host` were given; pass one")
     return target_host
+
+
+def load_json(text: str, what: str, error: type[Exception]) -> object:
+    """`text` parsed as JSON, or `error` saying what (`what`) is malformed and where."""
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise error(f"invalid {what}: {err.msg} at line {err.lineno} column {err.colno}"
+                    ) from None
+    except RecursionError:
+        raise error(f"invalid {what}: nested too deeply") from None

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from tessera.backends._deviations import Deviation, first_deviation
-from tessera.backends._protocol import Backend, Support
+from tessera.backends._protocol import Backend, Constants, Support, ValueTypes
 from tessera.backends._schema import schema_for
 from tessera.ir._dtypes import INTEGER_TYPES, UNDEFINED
 from tessera.target import Target
@@ -37,14 +37,8 @@ class Prober:
         self._cache: dict[tuple[str, str], Support] = {}
         self._lock = threading.Lock()
 
-    def supports(
-        self,
-        node: onnx.NodeProto,
-        opset: int,
-        types: Mapping[str, ValueType] | None,
-        constants: Mapping[str, onnx.TensorProto] | None,
-        target: Target,
-    ) -> Support:
+    def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None,
+                 constants: Constants | None, target: Target) -> Support:
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         if not domain and schema_for(node, opset) is None:
             return Support(False, f"{node.op_type} is not an ONNX op at opset {opset}")
@@ -164,15 +158,9 @@ class ProbedBackend(Backend):
         kept = {k: v for k, v in explicit.items() if k == "device" or k in self.probe_attrs}
         return chosen if kept == explicit else Target(self.name).with_attrs(**kept)
 
-    def supports(
-        self,
-        node: onnx.NodeProto,
-        opset: int,
-        types: Mapping[str, ValueType] | None = None,
-        constants: Mapping[str, onnx.TensorProto] | None = None,
-        *,
-        target: Target | None = None,
-    ) -> Support:
+    def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
+                 constants: Constants | None = None, *, target: Target | None = None
+                 ) -> Support:
         refusal = first_deviation(self.deviations, self.probe_label, node, opset, types,
                                   constants)
         if refusal is not None:  # a Support is falsy when refused: no `or` here

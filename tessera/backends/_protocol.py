@@ -7,7 +7,7 @@ import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tessera._private.registry import Registry
 from tessera.errors import (
@@ -28,10 +28,16 @@ if TYPE_CHECKING:
     from tessera.backends._threads import PolicyName
     from tessera.ir import ValueType
 
-__all__ = ["BACKENDS", "Backend", "Compiled", "NativeRunner", "Support", "TensorSpec"]
+__all__ = ["BACKENDS", "Backend", "Compiled", "Constants", "NativeRunner", "Support", "TensorSpec",
+           "ValueTypes"]
 
 # the whole model run by a backend's own library, as its users would call it
 NativeRunner = Callable[[Mapping[str, "np.ndarray"]], Any]
+
+
+# what supports() may look at besides the node: value types and constant inputs, by name
+ValueTypes: TypeAlias = "Mapping[str, ValueType]"
+Constants: TypeAlias = "Mapping[str, onnx.TensorProto]"
 
 
 @dataclass(frozen=True)
@@ -120,15 +126,9 @@ class Backend:
     def is_available(self) -> Availability:
         return self.kind.is_available()
 
-    def supports(
-        self,
-        node: onnx.NodeProto,
-        opset: int,
-        types: Mapping[str, ValueType] | None = None,
-        constants: Mapping[str, onnx.TensorProto] | None = None,
-        *,
-        target: Target | None = None,
-    ) -> Support:
+    def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
+                 constants: Constants | None = None, *, target: Target | None = None
+                 ) -> Support:
         """Whether this backend runs `node` correctly on `target` (None: the kind's default
         target), with the reason either way."""
         raise NotImplementedError

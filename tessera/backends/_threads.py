@@ -20,9 +20,15 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tessera.target import Target
+from tessera.target import AttrSpec, AttrType, Target
 
 PolicyName = Literal["native", "shared"]
+
+
+def threads_attr(what: str) -> AttrSpec:
+    """The `num-threads` attribute every backend with its own pool declares; 0 leaves the
+    count to the plan's thread policy."""
+    return AttrSpec("num-threads", AttrType.INT, 0, f"{what} (0: the plan decides)", minimum=0)
 
 
 def core_budget() -> int:
@@ -72,4 +78,4 @@ def prepare_environment(target_count: int) -> dict[str, str]:
     return applied
 
 
-__all__ = ["PolicyName", "ThreadPolicy", "core_budget", "prepare_environment"]
+__all__ = ["PolicyName", "ThreadPolicy", "core_budget", "prepare_environment", "threads_attr"]

@@ -337,10 +337,12 @@ def _torch_pad(pads: list[int]) -> list[int]:
     return out
 
 
+def _spatial_rank(ranks: list[int | None], what: str) -> str | None:
+    return None if ranks[0] in (3, 4, 5) else f"only 1-D, 2-D and 3-D {what}"
+
+
 def _conv_check(ctx: Ctx, types: list[int], ranks: list[int | None]) -> str | None:
-    if ranks[0] not in (3, 4, 5):
-        return "only 1-D, 2-D and 3-D convolutions"
-    return None
+    return _spatial_rank(ranks, "convolutions")
 
 
 _CONV = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}
@@ -358,14 +360,12 @@ def _conv(ctx: Ctx, x: Tensor, w: Tensor, b: Tensor | None = None) -> Tensor:
 
 
 def _conv_transpose_check(ctx: Ctx, types: list[int], ranks: list[int | None]) -> str | None:
-    if ranks[0] not in (3, 4, 5):
-        return "only 1-D, 2-D and 3-D transposed convolutions"
+    pads = ctx.get("pads")
     if "output_shape" in ctx.attrs or ctx.get("auto_pad", "NOTSET") != "NOTSET":
         return "output_shape and auto_pad are not handled"
-    pads = ctx.get("pads")
     if pads and pads[: len(pads) // 2] != pads[len(pads) // 2:]:
         return "asymmetric pads are not handled"
-    return None
+    return _spatial_rank(ranks, "transposed convolutions")
 
 
 _CONV_T = {3: F.conv_transpose1d, 4: F.conv_transpose2d, 5: F.conv_transpose3d}

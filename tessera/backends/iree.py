@@ -13,6 +13,7 @@ from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
 from tessera.backends._protocol import BACKENDS, Compiled
+from tessera.backends._threads import threads_attr
 from tessera.errors import BackendUnavailableError, CompileError
 from tessera.ir import _dtypes as dtypes
 from tessera.target import AttrSpec, AttrType, Target, register_kind
@@ -31,8 +32,7 @@ KIND = register_kind(
         AttrSpec("opt-level", AttrType.STR, "O2", "compiler optimisation level",
                  choices=("O0", "O1", "O2", "O3")),
         AttrSpec("cpu-features", AttrType.STR, "host", "llvm-cpu target CPU ('host': this one)"),
-        AttrSpec("num-threads", AttrType.INT, 0, "task-system workers (0: the plan decides)",
-                 minimum=0),
+        threads_attr("task-system workers"),
     ),
 )
 

@@ -8,8 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
-from tessera.backends._protocol import BACKENDS, Backend, Compiled, NativeRunner, Support
+from tessera.backends._protocol import (
+    BACKENDS,
+    Backend,
+    Compiled,
+    Constants,
+    NativeRunner,
+    Support,
+    ValueTypes,
+)
 from tessera.backends._schema import input_type_strings, schema_for
+from tessera.backends._threads import threads_attr
 from tessera.errors import BackendUnavailableError, CompileError
 from tessera.ir import _dtypes as dtypes
 from tessera.target import AttrSpec, AttrType, Target, register_kind
@@ -21,7 +30,6 @@ if TYPE_CHECKING:
     import onnx
 
     from tessera.backends._threads import PolicyName
-    from tessera.ir import ValueType
 
 KIND = register_kind(
     "onnxruntime",
@@ -32,8 +40,7 @@ KIND = register_kind(
     attrs=(
         AttrSpec("opt-level", AttrType.STR, "all", "graph optimisation level",
                  choices=("disable", "basic", "extended", "all")),
-        AttrSpec("num-threads", AttrType.INT, 0, "intra-op threads (0: the plan decides)",
-                 minimum=0),
+        threads_attr("intra-op threads"),
         AttrSpec("spinning", AttrType.BOOL, None,
                  "let idle pool threads spin (unset: the plan's thread policy decides)"),
         AttrSpec("spin-stop", AttrType.BOOL, None,
@@ -79,15 +86,9 @@ class OnnxRuntimeBackend(Backend):
     per_partition_threads = True  # a session's own count
     in_all, rank, colour = True, 10, "#1f77b4"
 
-    def supports(
-        self,
-        node: onnx.NodeProto,
-        opset: int,
-        types: Mapping[str, ValueType] | None = None,
-        constants: Mapping[str, onnx.TensorProto] | None = None,
-        *,
-        target: Target | None = None,
-    ) -> Support:
+    def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
+                 constants: Constants | None = None, *, target: Target | None = None
+                 ) -> Support:
         """Judged by the kernels of the target's execution provider (`-device=cuda`: CUDA's)."""
         refusal = dev.first_deviation(DEVIATIONS, "ONNX Runtime", node, opset, types, constants)
         if refusal is not None:

@@ -11,6 +11,7 @@ from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
 from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner
+from tessera.backends._threads import threads_attr
 from tessera.errors import CompileError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
@@ -29,8 +30,7 @@ KIND = register_kind(
     doc="OpenVINO runtime, CPU plugin.",
     availability=library_availability("openvino", ("openvino",), "openvino"),
     attrs=(
-        AttrSpec("num-threads", AttrType.INT, 0, "inference threads (0: the plan decides)",
-                 minimum=0),
+        threads_attr("inference threads"),
         AttrSpec("precision", AttrType.STR, "f32", "inference precision hint",
                  choices=("f32", "bf16", "f16")),
         AttrSpec("performance-hint", AttrType.STR, "latency", "OpenVINO performance mode",

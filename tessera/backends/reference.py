@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends._availability import library_availability
-from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
+from tessera.backends._protocol import BACKENDS, Backend, Compiled, Constants, Support, ValueTypes
 from tessera.backends._schema import schema_for
 from tessera.target import Target, register_kind
 
@@ -14,7 +13,6 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-    from tessera.ir import ValueType
 
 KIND = register_kind(
     "reference",
@@ -30,15 +28,9 @@ class ReferenceBackend(Backend):
     kind = KIND
     colour = "#7f7f7f"
 
-    def supports(
-        self,
-        node: onnx.NodeProto,
-        opset: int,
-        types: Mapping[str, ValueType] | None = None,
-        constants: Mapping[str, onnx.TensorProto] | None = None,
-        *,
-        target: Target | None = None,
-    ) -> Support:
+    def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
+                 constants: Constants | None = None, *, target: Target | None = None
+                 ) -> Support:
         from onnx.reference import ReferenceEvaluator
         from onnx.reference.ops import load_op
 

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends._availability import library_availability
-from tessera.backends._protocol import BACKENDS, Backend, Compiled, Support
+from tessera.backends._protocol import BACKENDS, Backend, Compiled, Constants, Support, ValueTypes
 from tessera.backends._schema import schema_for
+from tessera.backends._threads import threads_attr
 from tessera.errors import BackendUnavailableError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-    from tessera.ir import ValueType
 
 KIND = register_kind(
     "torch",
@@ -29,8 +28,7 @@ KIND = register_kind(
         AttrSpec("compile", AttrType.BOOL, False, "wrap the module in torch.compile"),
         AttrSpec("compile-mode", AttrType.STR, "default", "torch.compile mode",
                  choices=("default", "reduce-overhead", "max-autotune")),
-        AttrSpec("num-threads", AttrType.INT, 0, "intra-op threads (0: the plan decides)",
-                 minimum=0),
+        threads_attr("intra-op threads"),
     ),
 )
 
@@ -41,15 +39,10 @@ class TorchBackend(Backend):
     kind = KIND
     in_all, rank, colour = True, 30, "#ff7f0e"
 
-    def supports(
-        self,
-        node: onnx.NodeProto,
-        opset: int,
-        types: Mapping[str, ValueType] | None = None,
-        constants: Mapping[str, onnx.TensorProto] | None = None,
-        *,
-        target: Target | None = None,  # the converter is the same on every device
-    ) -> Support:
+    # the converter is the same on every device: `target` changes nothing
+    def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
+                 constants: Constants | None = None, *, target: Target | None = None
+                 ) -> Support:
         from tessera.backends._torch_ops import DTYPES, OPS, Ctx
 
         if node.domain not in ("", "ai.onnx"):

@@ -4,13 +4,13 @@ VM. Support is the frontend's converter table, confirmed by probing each kind of
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
-from tessera.backends._protocol import BACKENDS, Compiled, Support
+from tessera.backends._protocol import BACKENDS, Compiled, Constants, Support, ValueTypes
+from tessera.backends._threads import threads_attr
 from tessera.errors import BackendUnavailableError
 from tessera.ir import _dtypes as dtypes
 from tessera.target import AttrSpec, AttrType, Target, register_kind
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-    from tessera.ir import ValueType
 
 
 def _check_opt_level(value: int) -> str | None:
@@ -35,8 +34,7 @@ KIND = register_kind(
         AttrSpec("opt-level", AttrType.INT, 3, "Relax pass optimisation level",
                  check=_check_opt_level),
         AttrSpec("mcpu", AttrType.STR, doc="llvm -mcpu for generated code"),
-        AttrSpec("num-threads", AttrType.INT, 0, "runtime threads (0: the plan decides)",
-                 minimum=0),
+        threads_attr("runtime threads"),
     ),
 )
 
@@ -91,15 +89,9 @@ class TvmBackend(ProbedBackend):
     _probe = staticmethod(_probe)
     deviations = DEVIATIONS
 
-    def supports(
-        self,
-        node: onnx.NodeProto,
-        opset: int,
-        types: Mapping[str, ValueType] | None = None,
-        constants: Mapping[str, onnx.TensorProto] | None = None,
-        *,
-        target: Target | None = None,
-    ) -> Support:
+    def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
+                 constants: Constants | None = None, *, target: Target | None = None
+                 ) -> Support:
         if node.domain not in ("", "ai.onnx"):
             return Support(False, f"the TVM ONNX frontend has no {node.domain}.{node.op_type}")
         if node.op_type not in _converters():

@@ -8,28 +8,16 @@ from pathlib import Path
 
 import click
 
+from tessera.cli import _common as common
 from tessera.cli._app import cli
-from tessera.cli._common import (
-    TARGET_FLAGS,
-    TARGET_FLAGS_HELP,
-    cli_pins,
-    config_from_cli,
-    end_to_end_line,
-    expand_targets,
-    option_option,
-    parse_shapes,
-    pin_option,
-    shape_option,
-    target_option,
-)
 
 
-@cli.command("explain", epilog=TARGET_FLAGS_HELP, context_settings=TARGET_FLAGS)
+@cli.command("explain", epilog=common.TARGET_FLAGS_HELP, context_settings=common.TARGET_FLAGS)
 @click.argument("model", type=click.Path(dir_okay=False))
-@target_option(required=False, note=" (not for a .tess artifact)")
-@option_option("partitioner=greedy")
-@pin_option()
-@shape_option()
+@common.target_option(required=False, note=" (not for a .tess artifact)")
+@common.option_option("partitioner=greedy")
+@common.pin_option()
+@common.shape_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the Plan as JSON.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False),
               help="Also draw the placement as one self-contained HTML page.")
@@ -53,9 +41,10 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
 
         if not targets:
             raise ConfigError("explain MODEL.onnx needs targets: -t onnxruntime,openvino,...")
-        config = config_from_cli(expand_targets(targets), None, None, None, options, ctx.args)
-        loaded = load_model(model, parse_shapes(shapes), verify=config.options.verify)
-        plan = partition(loaded, config, pins=cli_pins(loaded, pins))
+        config = common.config_from_cli(common.expand_targets(targets), None, None, None,
+                                        options, ctx.args)
+        loaded = load_model(model, common.parse_shapes(shapes), verify=config.options.verify)
+        plan = partition(loaded, config, pins=common.cli_pins(loaded, pins))
     if html_out:
         from tessera._private.cache import atomic_write_bytes
         from tessera.cli._html import render_html
@@ -84,7 +73,7 @@ def render(plan: object, model: object, label: str) -> str:
             f"{stats['cache_hits']} from the cost database; measuring "
             f"{stats.get('measure_seconds', 0.0):.2f} s, search {stats['search_seconds']:.3f} s")
     if "end_to_end_ms" in stats:
-        lines.append(end_to_end_line(stats))
+        lines.append(common.end_to_end_line(stats))
     lost = [e for e in stats.invalid_examples or () if e.fault is not None]
     if lost:
         lines.append(f"{stats['invalid']} candidate(s) invalid; these crashed or hung in the "

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from tessera._private.registry import did_you_mean
-from tessera._private.values import legacy_host
+from tessera._private.values import legacy_host, load_json
 from tessera.config._options import EXECUTORS, RUNTIMES, FlowOptions
 from tessera.errors import ConfigError, TargetError
 from tessera.target import KINDS, TAGS, Target, kind_for_device
@@ -333,14 +333,7 @@ def _read_json_file(path: Path) -> Any:
 
 
 def _load_json(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(
-            f"invalid {what}: {err.msg} at line {err.lineno} column {err.colno}"
-        ) from None
-    except RecursionError:
-        raise ConfigError(f"invalid {what}: nested too deeply") from None
+    return load_json(text, what, ConfigError)
 
 
 def _known(registry: Any, name: str) -> str:

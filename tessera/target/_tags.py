@@ -27,36 +27,34 @@ def add_tag(name: str, definition: Mapping[str, Any]) -> None:
 
 _X86_HOST = {"kind": "cpu", "mtriple": "x86_64-linux-gnu"}
 
+def _gpu(arch: str, l2_bytes: int | None = None, *, host: dict[str, Any] | None = None,
+         warp: bool = False) -> dict[str, Any]:
+    """An NVIDIA GPU's tag: what every recent one shares, and what sets it apart."""
+    definition: dict[str, Any] = {"kind": "cuda", "arch": arch,
+                                  "max-shared-memory-per-block": 49152,
+                                  "max-threads-per-block": 1024, "registers-per-block": 65536}
+    if warp:
+        definition["thread-warp-size"] = 32
+    if l2_bytes is not None:
+        definition["l2-cache-size-bytes"] = l2_bytes
+    if host is not None:
+        definition["host"] = host
+    return definition
+
+
 _TAG_DATA: dict[str, dict[str, Any]] = {
     # NVIDIA GPUs, with the host CPU of the usual server that carries them.
-    "nvidia/h100": {"kind": "cuda", "arch": "sm_90", "max-shared-memory-per-block": 49152,
-                    "max-threads-per-block": 1024, "thread-warp-size": 32,
-                    "registers-per-block": 65536, "l2-cache-size-bytes": 52428800,
-                    "host": {**_X86_HOST, "mcpu": "sapphirerapids"}},
-    "nvidia/a100": {"kind": "cuda", "arch": "sm_80", "max-shared-memory-per-block": 49152,
-                    "max-threads-per-block": 1024, "thread-warp-size": 32,
-                    "registers-per-block": 65536, "l2-cache-size-bytes": 41943040,
-                    "host": {**_X86_HOST, "mcpu": "znver2"}},
-    "nvidia/a10g": {"kind": "cuda", "arch": "sm_86", "max-shared-memory-per-block": 49152,
-                    "max-threads-per-block": 1024, "registers-per-block": 65536,
-                    "l2-cache-size-bytes": 6291456},
-    "nvidia/l4": {"kind": "cuda", "arch": "sm_89", "max-shared-memory-per-block": 49152,
-                  "max-threads-per-block": 1024, "registers-per-block": 65536,
-                  "l2-cache-size-bytes": 50331648},
-    "nvidia/t4": {"kind": "cuda", "arch": "sm_75", "max-shared-memory-per-block": 49152,
-                  "max-threads-per-block": 1024, "registers-per-block": 65536,
-                  "l2-cache-size-bytes": 4194304},
-    "nvidia/v100": {"kind": "cuda", "arch": "sm_70", "max-shared-memory-per-block": 49152,
-                    "max-threads-per-block": 1024, "registers-per-block": 65536,
-                    "l2-cache-size-bytes": 6291456},
-    "nvidia/rtx-4090": {"kind": "cuda", "arch": "sm_89", "max-shared-memory-per-block": 49152,
-                        "max-threads-per-block": 1024, "registers-per-block": 65536,
-                        "l2-cache-size-bytes": 75497472},
-    "nvidia/jetson-agx-orin": {"kind": "cuda", "arch": "sm_87",
-                               "max-shared-memory-per-block": 49152,
-                               "max-threads-per-block": 1024, "registers-per-block": 65536,
-                               "host": {"kind": "cpu", "mcpu": "cortex-a78ae",
-                                        "mtriple": "aarch64-linux-gnu", "num-cores": 12}},
+    "nvidia/h100": _gpu("sm_90", 52428800, warp=True,
+                        host={**_X86_HOST, "mcpu": "sapphirerapids"}),
+    "nvidia/a100": _gpu("sm_80", 41943040, warp=True, host={**_X86_HOST, "mcpu": "znver2"}),
+    "nvidia/a10g": _gpu("sm_86", 6291456),
+    "nvidia/l4": _gpu("sm_89", 50331648),
+    "nvidia/t4": _gpu("sm_75", 4194304),
+    "nvidia/v100": _gpu("sm_70", 6291456),
+    "nvidia/rtx-4090": _gpu("sm_89", 75497472),
+    "nvidia/jetson-agx-orin": _gpu("sm_87", host={"kind": "cpu", "mcpu": "cortex-a78ae",
+                                                  "mtriple": "aarch64-linux-gnu",
+                                                  "num-cores": 12}),
     # CPUs.
     "intel/xeon-8259cl": {"kind": "cpu", "mcpu": "cascadelake", "num-cores": 24,
                           "mtriple": "x86_64-linux-gnu",
@@ -79,12 +77,9 @@ _TAG_DATA: dict[str, dict[str, Any]] = {
     "aws/c6i.2xlarge": {"kind": "cpu", "mcpu": "icelake-server", "num-cores": 4,
                         "mtriple": "x86_64-linux-gnu",
                         "mattr": ["+avx2", "+fma", "+avx512f", "+avx512bw", "+avx512vnni"]},
-    "aws/g5.xlarge": {"kind": "cuda", "arch": "sm_86", "max-threads-per-block": 1024,
-                      "max-shared-memory-per-block": 49152, "registers-per-block": 65536,
-                      "host": {**_X86_HOST, "mcpu": "znver2", "num-cores": 2}},
-    "aws/p4d.24xlarge": {"kind": "cuda", "arch": "sm_80", "max-threads-per-block": 1024,
-                         "max-shared-memory-per-block": 49152, "registers-per-block": 65536,
-                         "host": {**_X86_HOST, "mcpu": "cascadelake", "num-cores": 48}},
+    "aws/g5.xlarge": _gpu("sm_86", host={**_X86_HOST, "mcpu": "znver2", "num-cores": 2}),
+    "aws/p4d.24xlarge": _gpu("sm_80", host={**_X86_HOST, "mcpu": "cascadelake",
+                                            "num-cores": 48}),
     # Composite aliases: a host and its devices in priority order.
     "ov-cpu": {"kind": "composite", "host": {"kind": "cpu"}, "devices": ["openvino", "cpu"]},
     "ort-cpu": {"kind": "composite", "host": {"kind": "cpu"}, "devices": ["onnxruntime", "cpu"]},

@@ -17,6 +17,7 @@ from tessera._private.values import (
     TRUE_WORDS,
     is_number,
     legacy_host,
+    load_json,
     parse_bool,
     parse_float,
     parse_int,
@@ -243,14 +244,7 @@ def _coerce_host(value: object, context: str) -> Target | None:
 
 
 def _load_json(text: str) -> object:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise TargetError(
-            f"invalid target JSON {text[:80]!r}: {err.msg} at line {err.lineno} column {err.colno}"
-        ) from None
-    except RecursionError:
-        raise TargetError(f"target JSON {text[:80]!r} is nested too deeply") from None
+    return load_json(text, f"target JSON {text[:80]!r}", TargetError)
 
 
 def _from_string(source: str) -> Target:
