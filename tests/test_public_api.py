@@ -8,6 +8,7 @@ import dataclasses
 import importlib
 import inspect
 import os
+import re
 from pathlib import Path
 
 import tessera
@@ -41,9 +42,10 @@ def _describe(name: str, value: object) -> list[str]:
 
 def _signature(value: object) -> str:
     try:
-        return str(inspect.signature(value))  # type: ignore[arg-type]
+        text = str(inspect.signature(value))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return "(...)"
+    return re.sub(r" at 0x[0-9a-f]+", "", text)  # a default's address changes every run
 
 
 def render() -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tessera.backends._protocol import Support
+from tessera.backends._answer import Support
 from tessera.errors import CompileError, TesseraError
 
 if TYPE_CHECKING:

@@ -7,9 +7,12 @@ import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from tessera._private.cores import core_budget
 from tessera._private.registry import Registry
+from tessera.backends._answer import Support
+from tessera.backends._check import check_supported
 from tessera.errors import (
     BackendUnavailableError,
     CompileError,
@@ -25,7 +28,6 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-    from tessera.backends._threads import PolicyName
     from tessera.ir import ValueType
 
 __all__ = ["BACKENDS", "Backend", "Compiled", "Constants", "NativeRunner", "Support", "TensorSpec",
@@ -35,20 +37,12 @@ __all__ = ["BACKENDS", "Backend", "Compiled", "Constants", "NativeRunner", "Supp
 NativeRunner = Callable[[Mapping[str, "np.ndarray"]], Any]
 
 
+# a plan's thread policy: each backend's own fastest pool, or one shared budget of cores
+PolicyName = Literal["native", "shared"]
+
 # what supports() may look at besides the node: value types and constant inputs, by name
 ValueTypes: TypeAlias = "Mapping[str, ValueType]"
 Constants: TypeAlias = "Mapping[str, onnx.TensorProto]"
-
-
-@dataclass(frozen=True)
-class Support:
-    """A backend's answer for one node: whether it runs it, and why (not)."""
-
-    ok: bool
-    reason: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
 
 
 @dataclass(frozen=True)
@@ -140,8 +134,6 @@ class Backend:
         tessera's own builds pass `check=False` for partitions a placement already judged."""
         chosen = self._usable(target)
         if check:
-            from tessera.backends._check import check_supported
-
             check_supported(self, submodel, chosen)
         return self._guarded(submodel, lambda: self._compile(submodel, chosen))
 
@@ -159,10 +151,15 @@ class Backend:
         of its own is run by its tessera backend on the native thread policy."""
         import onnx
 
-        from tessera.backends._threads import ThreadPolicy
-
-        target = ThreadPolicy.for_partitions(1).apply(Target(self.name))
+        target = self.with_thread_settings(Target(self.name), "native", core_budget())
         return self.compile(onnx.load_from_string(model), target, check=False).run
+
+    def with_thread_settings(self, target: Target, policy: PolicyName, budget: int) -> Target:
+        """`target` with what `thread_settings` asks for, where the user left it open."""
+        explicit = target.explicit_attrs
+        wanted = self.thread_settings(policy, budget)
+        changes = {k: v for k, v in wanted.items() if k not in explicit and k in target.kind.schema}
+        return target.with_attrs(**changes) if changes else target
 
     def _usable(self, target: Target | str | None) -> Target:
         chosen = Target(target) if target is not None else Target(self.name)
@@ -233,8 +230,6 @@ class Backend:
         if not self.warm_cache:
             return self.compile(submodel, chosen, check=check)
         if check:
-            from tessera.backends._check import check_supported
-
             check_supported(self, submodel, chosen)
         return self._guarded(submodel,
                              lambda: self._compile_warm(submodel, chosen, directory, reuse))

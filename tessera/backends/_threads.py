@@ -18,25 +18,17 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from tessera._private.cores import core_budget
+from tessera.backends._protocol import BACKENDS, PolicyName
 from tessera.target import AttrSpec, AttrType, Target
-
-PolicyName = Literal["native", "shared"]
 
 
 def threads_attr(what: str) -> AttrSpec:
     """The `num-threads` attribute every backend with its own pool declares; 0 leaves the
     count to the plan's thread policy."""
     return AttrSpec("num-threads", AttrType.INT, 0, f"{what} (0: the plan decides)", minimum=0)
-
-
-def core_budget() -> int:
-    """The cores this process may use (its affinity mask, not the machine's count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -53,15 +45,10 @@ class ThreadPolicy:
     def apply(self, target: Target) -> Target:
         """`target` with the settings this policy decides, where the user left them open:
         what its backend's `thread_settings` hook asks for."""
-        from tessera.backends._protocol import BACKENDS
-
         backend = BACKENDS.find(target.kind.name)
         if backend is None:  # a device target: no pool of its own
             return target
-        explicit = target.explicit_attrs
-        wanted = backend.thread_settings(self.name, self.budget)
-        changes = {k: v for k, v in wanted.items() if k not in explicit and k in target.kind.schema}
-        return target.with_attrs(**changes) if changes else target
+        return backend.with_thread_settings(target, self.name, self.budget)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "budget": self.budget}

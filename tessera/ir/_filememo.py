@@ -15,6 +15,8 @@ import os
 import time
 from pathlib import Path
 
+from tessera._private.cache import atomic_write_bytes, cache_dir
+
 SETTLED_S = 3.0  # a file younger than this may still be written within its mtime's tick
 
 
@@ -39,15 +41,11 @@ def remember(path: Path, stat: os.stat_result, digest: str) -> None:
     cannot be written costs the next load its hashing, nothing else."""
     if time.time_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) < SETTLED_S * 1e9:
         return
-    from tessera._private.cache import atomic_write_bytes
-
     with contextlib.suppress(OSError):
         atomic_write_bytes(_entry(path), json.dumps(
             {"path": str(path), "stat": stat_key(stat), "digest": digest}).encode())
 
 
 def _entry(path: Path) -> Path:
-    from tessera._private.cache import cache_dir
-
     name = hashlib.sha1(str(path.resolve()).encode(), usedforsecurity=False).hexdigest()
     return cache_dir("files") / f"{name}.json"

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tessera._private.cache import cache_dir
+from tessera._private.cache import atomic_write_bytes, cache_dir
 from tessera.errors import CacheWarning, TesseraError
 
 SCHEMA_VERSION = 2
@@ -268,8 +268,6 @@ class CostDB:
             yield Record(key, structure, finger, Cost(ms, spread, samples, invalid, fault), at)
 
     def export(self, path: Path | str) -> int:
-        from tessera._private.cache import atomic_write_bytes
-
         lines = [r.to_json() for r in self.records()]
         atomic_write_bytes(Path(path), ("\n".join(lines) + "\n" if lines else "").encode())
         return len(lines)

@@ -24,6 +24,7 @@ from typing import Any
 from tessera.config import MEASURE_TIMEOUT_S
 from tessera.placement._costdb import Cost
 from tessera.placement._measure import MeasureSettings, measure_submodel
+from tessera.target import Target
 
 
 @contextlib.contextmanager
@@ -104,8 +105,6 @@ class MeasureWorker:
 
 def _serve(conn: Any) -> None:
     import onnx
-
-    from tessera.target import Target
 
     for module in filter(None, os.environ.get("TESSERA_PLUGINS", "").split(",")):
         importlib.import_module(module.strip())

@@ -32,6 +32,7 @@ from tessera._private.version import __version__
 from tessera.config import CompilationConfig
 from tessera.errors import ArtifactError
 from tessera.ir import extract_submodel
+from tessera.placement._costdb import machine
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,8 +53,6 @@ class FallbackWarning(UserWarning):
 
 # -- writing -------------------------------------------------------------------------------
 def save(compiled: CompiledModel, path: Path) -> Path:
-    from tessera.placement._costdb import machine
-
     if path.is_dir():
         raise ArtifactError(f"{path} is a directory; give a file name such as model.tess")
     entries: dict[str, bytes] = {}

@@ -12,10 +12,13 @@ from typing import Any
 
 from tessera._private.text import typed_line
 from tessera._private.timing import time_block
+from tessera.backends._inputs import random_inputs
 from tessera.config import CompilationConfig
 from tessera.errors import TesseraError
 from tessera.ir import Model
 from tessera.placement._collage import Progress
+from tessera.runtime._compiled import compile
+from tessera.runtime._native import native_runner
 
 
 @dataclass
@@ -26,10 +29,6 @@ class Comparison:
 
 def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
             progress: Progress | None = None) -> Comparison:
-    from tessera.backends._inputs import random_inputs
-    from tessera.runtime._compiled import compile
-    from tessera.runtime._native import native_runner
-
     raw = model.proto.SerializeToString()
     targets = [t for t in config.priority if t.kind.name != "reference"]
     built: dict[str, Any] = {}  # a runner or compiled model, or why it could not be built

@@ -18,6 +18,8 @@ from tessera.config import EXECUTORS, RUNTIMES, CompilationConfig
 from tessera.errors import CompileError
 from tessera.ir import Model, extract_submodel, load_model
 from tessera.placement import FALLBACK, Built, PinSpec, Plan, Progress, place
+from tessera.runtime._artifact import save
+from tessera.runtime._warm import compile_partition
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,8 +56,6 @@ class CompiledModel:
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write one `.tess` file (atomically): the plan, config, every partition's ONNX
         submodel, the backends' compiled caches and a checksummed manifest."""
-        from tessera.runtime._artifact import save
-
         return save(self, Path(path))
 
     def __repr__(self) -> str:
@@ -153,8 +153,6 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
     """Each partition compiled under the plan's thread policy (through the warm cache of
     compiled partitions with `warm`; None where it failed), and why the failed ones failed.
     The reference's own failure is raised: nothing can stand in for it."""
-    from tessera.runtime._warm import compile_partition
-
     parts: list[Compiled | None] = []
     failures: dict[int, str] = {}
     for i, part in enumerate(plan.partitions):
