@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from tessera.errors import TargetError
 
 _SAFE = re.compile(r"[A-Za-z0-9_+./:@%^,=-]+")
-_COMMA_WORD = re.compile(r",[A-Za-z0-9]")
+# a comma a config string could split at: before a name, another comma, or the end
+_COMMA_WORD = re.compile(r",(?=[A-Za-z0-9,]|$)")
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ def _find_close(source: str, open_at: int) -> int:
 
 def quote(value: str) -> str:
     """The shortest token that `tokenize` reads back as exactly `value`. A comma followed by a
-    letter or digit is quoted, so a config string ("cpu -mcpu=...,openvino") splits back right."""
+    letter, a digit, another comma or nothing is quoted, so a config string
+    ("cpu -mcpu=...,openvino") splits back right."""
     if _SAFE.fullmatch(value) and not _COMMA_WORD.search(value):
         return value
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -264,7 +264,7 @@ BACKENDS = [n for n in backends.names() if "cpu" in backends.get(n).kind.serves]
 @given(
     backends=st.permutations(BACKENDS).flatmap(
         lambda p: st.integers(1, len(p)).map(lambda n: p[:n])),
-    mcpu=st.none() | st.sampled_from(["skylake", "x,y", "a,openvino"]) | TEXT,
+    mcpu=st.none() | st.sampled_from(["skylake", "x,y", "a,openvino", ",", "a,", ",,x"]) | TEXT,
     cuda=st.booleans(),
     fallback=st.booleans(),
 )
