@@ -21,6 +21,7 @@ from tessera.cli._common import (
     parse_shapes,
     pin_option,
     placement_table,
+    search_line,
     shape_option,
     target_option,
 )
@@ -103,13 +104,9 @@ def compile_command(ctx: click.Context, model: str, targets: str, output: str | 
 
 
 def print_plan_stats(plan: Plan) -> None:
-    stats = plan.stats
-    if stats.get("candidates"):
-        click.echo(f"measured {stats['measurements']} of {stats['candidates']} candidates "
-                   f"({stats['cache_hits']} from the cost database) in "
-                   f"{stats.get('measure_seconds', 0.0):.1f} s")
-    if "end_to_end_ms" in stats:
-        click.echo(end_to_end_line(stats))
+    for line in (search_line(plan.stats), end_to_end_line(plan.stats)):
+        if line is not None:
+            click.echo(line)
 
 
 # -- run -----------------------------------------------------------------------------------

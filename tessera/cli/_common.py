@@ -4,7 +4,7 @@ their NAME=VALUE arguments, and the placement table and end-to-end line they pri
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from tessera.ir import Model
-    from tessera.placement import Plan
+    from tessera.placement import Plan, SearchStats
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -127,11 +127,22 @@ def config_from_cli(
     )
 
 
-def end_to_end_line(stats: Mapping[str, Any]) -> str:
-    """How the rival plans timed end to end, and which was kept."""
+def end_to_end_line(stats: SearchStats) -> str | None:
+    """How the rival plans timed end to end, and which was kept (None: no race ran)."""
+    if stats.end_to_end_ms is None:
+        return None
     timings = ", ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k}: {v}"
-                        for k, v in stats["end_to_end_ms"].items())
-    return f"end to end: {timings}; kept {stats['kept']}"
+                        for k, v in stats.end_to_end_ms.items())
+    return f"end to end: {timings}; kept {stats.kept}"
+
+
+def search_line(stats: SearchStats) -> str | None:
+    """What the search measured (None: nothing was searched)."""
+    if not stats.candidates:
+        return None
+    return (f"search: {stats.candidates} candidates, {stats.measurements} measured, "
+            f"{stats.cache_hits} from the cost database; measuring "
+            f"{stats.measure_seconds or 0.0:.2f} s, search {stats.search_seconds or 0.0:.3f} s")
 
 
 def placement_table(plan: Plan, model: Model, title: str) -> Table:

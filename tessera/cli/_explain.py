@@ -67,16 +67,11 @@ def render(plan: object, model: object, label: str) -> str:
     ops = dict(zip(flow.names, (n.op_type for n in flow.nodes), strict=True))
     lines = [f"model {label}: {len(flow)} nodes; partitioner {plan.partitioner}"]
     stats = plan.stats
-    if stats.get("candidates"):
-        lines.append(
-            f"search: {stats['candidates']} candidates, {stats['measurements']} measured, "
-            f"{stats['cache_hits']} from the cost database; measuring "
-            f"{stats.get('measure_seconds', 0.0):.2f} s, search {stats['search_seconds']:.3f} s")
-    if "end_to_end_ms" in stats:
-        lines.append(common.end_to_end_line(stats))
+    lines += [line for line in (common.search_line(stats), common.end_to_end_line(stats))
+              if line is not None]
     lost = [e for e in stats.invalid_examples or () if e.fault is not None]
     if lost:
-        lines.append(f"{stats['invalid']} candidate(s) invalid; these crashed or hung in the "
+        lines.append(f"{stats.invalid} candidate(s) invalid; these crashed or hung in the "
                      "measuring worker and were left out:")
         lines += [f"  {e}" for e in lost]
     lines.append("")
