@@ -12,6 +12,7 @@ from tessera.cli._app import cli, console
 from tessera.cli._common import (
     TARGET_FLAGS,
     TARGET_FLAGS_HELP,
+    accuracy_line,
     cli_pins,
     config_from_cli,
     end_to_end_line,
@@ -21,6 +22,7 @@ from tessera.cli._common import (
     parse_shapes,
     pin_option,
     placement_table,
+    samples_option,
     search_line,
     shape_option,
     target_option,
@@ -75,30 +77,40 @@ def measuring_progress() -> tuple[Any, Any]:
               help="Place what no backend runs on the reference (default on).")
 @click.option("--threads", type=click.Choice(["auto", "native", "shared"]),
               help="Thread policy (default auto: native for one partition, else shared).")
+@samples_option()
+@click.option("--accuracy", metavar="SPEC",
+              help="Accuracy budget against the reference on the samples, e.g. "
+                   "cosine>=0.999,top1>=0.99 (also max-abs<=X, max-rel<=X).")
 @option_option("max-candidate-size=2")
 @shape_option()
 @click.pass_context
 def compile_command(ctx: click.Context, model: str, targets: str, output: str | None,
                     partitioner: str | None, pins: tuple[str, ...], min_block_size: int | None,
-                    fallback: str | None, threads: str | None, options: tuple[str, ...],
+                    fallback: str | None, threads: str | None, samples: str | None,
+                    accuracy: str | None, options: tuple[str, ...],
                     shapes: tuple[str, ...]) -> None:
     """Place MODEL on the targets, compile every partition and save one artifact."""
-    from tessera.ir import load_model
+    from tessera.ir import Samples, load_model
     from tessera.runtime import compile as compile_model
 
     config = build_config(targets, options, ctx.args, partitioner=partitioner,
-                          min_block_size=min_block_size, fallback=fallback, threads=threads)
+                          min_block_size=min_block_size, fallback=fallback, threads=threads,
+                          accuracy=accuracy)
     loaded = load_model(model, parse_shapes(shapes), verify=config.options.verify)
+    checked = Samples.load(samples, loaded) if samples else None  # before any measuring
     out = Path(output) if output else Path(model).with_suffix(".tess")
     bar, update = measuring_progress()
     with bar:
-        compiled = compile_model(loaded, config, pins=cli_pins(loaded, pins), progress=update)
+        compiled = compile_model(loaded, config, pins=cli_pins(loaded, pins), progress=update,
+                                 samples=checked)
     show = console()
     plan = compiled.plan
     show.print(placement_table(plan, loaded, f"{Path(model).name}: {len(loaded.dataflow)} "
                                              f"nodes, {plan.partitioner}, threads "
                                              f"{compiled.policy.name}"))
     print_plan_stats(plan)
+    if checked is not None or config.options.accuracy is not None:
+        click.echo(accuracy_line(plan.stats, config.options.accuracy))
     compiled.save(out)
     click.echo(f"saved {out} ({out.stat().st_size / 1e6:.2f} MB)")
 

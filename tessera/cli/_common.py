@@ -54,6 +54,22 @@ def shape_option() -> Callable[[F], F]:
                         help="Fix a dynamic input shape, e.g. x=1,3,224,224 (repeatable).")
 
 
+def samples_option() -> Callable[[F], F]:
+    return click.option("--samples", type=click.Path(exists=True), metavar="PATH",
+                        help="Your own inputs: one .npz file (one sample) or a directory of "
+                             ".npz files; the plan's accuracy against the reference is measured "
+                             "on the validation half (every second sample).")
+
+
+def accuracy_line(stats: SearchStats, budget: object) -> str:
+    """The plan's accuracy on the samples and whether it meets the budget, or why none."""
+    report = stats.accuracy
+    if report is None:
+        told = f" (budget {budget} not checked)" if budget is not None else ""
+        return f"accuracy: not measured{told}; no precision variant is tried without samples"
+    return str(report.summary())
+
+
 def parse_pairs(items: tuple[str, ...], what: str) -> dict[str, str]:
     """NAME=VALUE items split at the first '=' (a value such as a target string or a file
     path may hold more); a later item with the same name wins."""

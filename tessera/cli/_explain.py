@@ -18,25 +18,30 @@ from tessera.cli._app import cli
 @common.option_option("partitioner=greedy")
 @common.pin_option()
 @common.shape_option()
+@common.samples_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the Plan as JSON.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False),
               help="Also draw the placement as one self-contained HTML page.")
 @click.pass_context
 def explain_command(ctx: click.Context, model: str, targets: str | None,
                     options: tuple[str, ...], pins: tuple[str, ...], shapes: tuple[str, ...],
-                    as_json: bool, html_out: str | None) -> None:
+                    samples: str | None, as_json: bool, html_out: str | None) -> None:
     """Show where each node of MODEL (an .onnx model, or a saved .tess artifact) runs, and
     why."""
+    from tessera.errors import ConfigError
     from tessera.ir import load_model
 
     if model.endswith(".tess"):
         from tessera.runtime._artifact import read
 
+        if samples:
+            raise ConfigError("--samples is for an .onnx model: a .tess artifact shows the "
+                              "accuracy recorded when it was compiled")
         artifact = read(model)
         loaded = load_model(artifact.model("model.onnx"))
         plan = artifact.plan
+        budget = artifact.config.options.accuracy
     else:
-        from tessera.errors import ConfigError
         from tessera.runtime import partition
 
         if not targets:
@@ -44,7 +49,8 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
         config = common.config_from_cli(common.expand_targets(targets), None, None, None,
                                         options, ctx.args)
         loaded = load_model(model, common.parse_shapes(shapes), verify=config.options.verify)
-        plan = partition(loaded, config, pins=common.cli_pins(loaded, pins))
+        plan = partition(loaded, config, pins=common.cli_pins(loaded, pins), samples=samples)
+        budget = config.options.accuracy
     if html_out:
         from tessera._private.cache import atomic_write_bytes
         from tessera.cli._html import render_html
@@ -53,12 +59,12 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
     if as_json:
         click.echo(plan.to_json())
         return
-    click.echo(render(plan, loaded, Path(model).name))
+    click.echo(render(plan, loaded, Path(model).name, budget))
     if html_out:
         click.echo(f"\nplacement picture written to {html_out}")
 
 
-def render(plan: object, model: object, label: str) -> str:
+def render(plan: object, model: object, label: str, budget: object = None) -> str:
     from tessera.ir import Model
     from tessera.placement import Plan
 
@@ -69,6 +75,7 @@ def render(plan: object, model: object, label: str) -> str:
     stats = plan.stats
     lines += [line for line in (common.search_line(stats), common.end_to_end_line(stats))
               if line is not None]
+    lines.append(common.accuracy_line(stats, budget))
     lost = [e for e in stats.invalid_examples or () if e.fault is not None]
     if lost:
         lines.append(f"{stats.invalid} candidate(s) invalid; these crashed or hung in the "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tessera._private.accuracy import AccuracyBudget
 from tessera.config._config import (
     CompilationConfig,
     ConfigLike,
@@ -21,6 +22,7 @@ __all__ = [
     "EXECUTORS",
     "MEASURE_TIMEOUT_S",
     "RUNTIMES",
+    "AccuracyBudget",
     "CompilationConfig",
     "ConfigLike",
     "FlowOptions",

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tessera._private.accuracy import AccuracyBudget
 from tessera._private.registry import Registry, did_you_mean
 from tessera._private.values import parse_bool, parse_int
 from tessera.errors import ConfigError
@@ -94,6 +95,16 @@ def _positive_seconds(value: object) -> float:
     return number
 
 
+def _accuracy(value: object) -> AccuracyBudget | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    return AccuracyBudget.parse(value)  # a ConfigError is a ValueError: create names the option
+
+
+def _plain(value: Any) -> Any:
+    return str(value) if isinstance(value, AccuracyBudget) else value
+
+
 @dataclass(frozen=True)
 class FlowOptions:
     partitioner: str = _option(
@@ -120,6 +131,11 @@ class FlowOptions:
         "auto", "thread policy: native (each backend's own fastest pool settings), shared (one "
         "budget of cores, no spinning pools), or auto (native for a one-partition plan, shared "
         "for a mixed one)", cache_key=True, parse=_thread_policy)
+    accuracy: AccuracyBudget | None = _option(  # noqa: RUF009 (a frozen value)
+        None, "budget the plan's outputs keep against the reference on the user's samples: "
+        "max-abs<=X, max-rel<=X, cosine>=X, top1>=X (argmax agreement along the last axis), "
+        "joined by commas, e.g. cosine>=0.999,top1>=0.99; measured only when samples are "
+        "given", cache_key=True, parse=_accuracy)
     isolate: bool = _option(
         True, "collage: measure candidates in a reused worker process, so a backend that "
         "crashes or hangs on one only invalidates that candidate", cache_key=False,
@@ -161,11 +177,12 @@ class FlowOptions:
         return dataclasses.replace(base or cls(), **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name.replace("_", "-"): getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {f.name.replace("_", "-"): _plain(getattr(self, f.name))
+                for f in dataclasses.fields(self)}
 
     def cache_key_items(self) -> dict[str, Any]:
         return {
-            f.name: getattr(self, f.name)
+            f.name: _plain(getattr(self, f.name))
             for f in dataclasses.fields(self)
             if f.metadata["cache_key"]
         }

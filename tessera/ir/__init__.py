@@ -1,17 +1,21 @@
 """The model layer: load ONNX, a dataflow view with convexity, submodels, structural hashes,
-and the IR verifier."""
+the IR verifier, and the user's samples of inputs."""
 
 from __future__ import annotations
 
 from tessera.ir._constant import constant_tensor
 from tessera.ir._graph import DataflowGraph, NodeSet, ValueType, bits, members
 from tessera.ir._model import Model, extract_submodel, load_model, structural_hash
+from tessera.ir._samples import Sample, Samples, SampleSource
 from tessera.ir._verify import verify_model
 
 __all__ = [
     "DataflowGraph",
     "Model",
     "NodeSet",
+    "Sample",
+    "SampleSource",
+    "Samples",
     "ValueType",
     "bits",
     "constant_tensor",

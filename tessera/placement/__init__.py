@@ -5,6 +5,7 @@ numeric guard and remembering plans. Building and timing whole plans goes throug
 
 from __future__ import annotations
 
+from tessera._private.accuracy import AccuracyReport
 from tessera.placement._builder import Builder, Built, Runnable
 from tessera.placement._candidates import Candidate
 from tessera.placement._collage import Progress, known_plans, place_collage
@@ -23,6 +24,7 @@ from tessera.placement._support import FALLBACK, SupportTable, candidate_targets
 __all__ = [
     "FALLBACK",
     "METADATA_KEY",
+    "AccuracyReport",
     "Builder",
     "Built",
     "Candidate",

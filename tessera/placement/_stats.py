@@ -9,6 +9,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tessera._private.accuracy import AccuracyReport
+
 Timing = float | str  # a plan's end-to-end latency in ms, or why it was not timed
 
 
@@ -63,6 +65,8 @@ class SearchStats(Mapping[str, Any]):
     plan_cache: str | None = None  # set when the plan was remembered, not searched
     numeric_guard: str | None = None  # 'passed' once the guard passed every partition
     fallback_from: tuple[str, ...] | None = None  # backends an artifact load re-placed
+    # the plan against the reference on the user's validation samples, after the search
+    accuracy: AccuracyReport | None = None
 
     # -- the mapping view ------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -94,6 +98,8 @@ class SearchStats(Mapping[str, Any]):
                 InvalidCandidate.from_dict(e) for e in values["invalid_examples"])
         if "fallback_from" in values:
             values["fallback_from"] = tuple(values["fallback_from"])
+        if "accuracy" in values and not isinstance(values["accuracy"], AccuracyReport):
+            values["accuracy"] = AccuracyReport.from_dict(values["accuracy"])
         if "end_to_end_ms" in values:
             values["end_to_end_ms"] = dict(values["end_to_end_ms"])
         return cls(**values)
@@ -103,6 +109,8 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(SearchStats))  # the view's s
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, AccuracyReport):
+        return value.to_dict()
     if isinstance(value, tuple) and value and isinstance(value[0], InvalidCandidate):
         return [v.to_dict() for v in value]
     if isinstance(value, tuple):

@@ -4,7 +4,7 @@ chain them, freeing every intermediate as soon as its last consumer has run."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,9 +15,10 @@ from tessera.backends import Compiled
 from tessera.backends._protocol import InputCheck, TensorSpec
 from tessera.backends._threads import ThreadPolicy, prepare_environment
 from tessera.config import EXECUTORS, RUNTIMES, CompilationConfig
-from tessera.errors import CompileError
-from tessera.ir import Model, extract_submodel, load_model
+from tessera.errors import CompileError, InputError
+from tessera.ir import Model, Samples, SampleSource, extract_submodel, load_model
 from tessera.placement import FALLBACK, Built, PinSpec, Plan, Progress, place
+from tessera.runtime._accuracy import with_accuracy
 from tessera.runtime._artifact import save
 from tessera.runtime._warm import compile_partition
 
@@ -52,6 +53,21 @@ class CompiledModel:
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self._execute(self._check(inputs))  # inputs checked once, at the boundary
+
+    def run_many(self, inputs: Iterable[Mapping[str, np.ndarray]], concurrency: int = 1
+                 ) -> list[dict[str, np.ndarray]]:
+        """`run` on each input dict; the results in the order of the inputs. With
+        `concurrency` > 1, that many threads run them (`run` is thread-safe)."""
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InputError(f"run_many: concurrency must be an integer >= 1, got "
+                             f"{concurrency!r}")
+        feeds = list(inputs)
+        if concurrency == 1 or len(feeds) < 2:
+            return [self.run(feed) for feed in feeds]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(concurrency, len(feeds)), "tessera-run") as pool:
+            return list(pool.map(self.run, feeds))
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write one `.tess` file (atomically): the plan, config, every partition's ONNX
@@ -107,33 +123,49 @@ def as_config(config: Any, options: Mapping[str, Any]) -> CompilationConfig:
 
 
 def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
-            progress: Progress | None = None, **options: Any) -> CompiledModel:
+            progress: Progress | None = None, samples: SampleSource | Samples | None = None,
+            **options: Any) -> CompiledModel:
     """Place `model` (a path, bytes or ModelProto) on the backends of `config` (anything
     `CompilationConfig.create` takes) and compile every partition. `pins` fix nodes to
     targets and `progress` follows the measuring (see `tessera.partition`); `options` are
-    flow options (partitioner='greedy', fallback=False, threads='shared', ...)."""
+    flow options (partitioner='greedy', fallback=False, accuracy='cosine>=0.999', ...).
+    With `samples` (see `tessera.ir.Samples`), the plan's outputs on the validation samples
+    are compared with the reference's, and the report is `plan.stats.accuracy`."""
     config = as_config(config, options)
     loaded = model if isinstance(model, Model) else load_model(model, verify=config.options.verify)
+    checked = Samples.load(samples, loaded) if samples is not None else None  # fail early
     prepare_environment(len(config.priority))
     placed = place(loaded, config, pins=pins, builder=RuntimeBuilder(), build=True,
                    progress=progress)
     assert placed.built is not None  # build=True with a builder always builds
-    return assemble(loaded, config, placed.plan,
-                    [p for p in placed.built.parts if p is not None])
+    compiled = assemble(loaded, config, placed.plan,
+                        [p for p in placed.built.parts if p is not None])
+    with_accuracy(compiled, checked)
+    return compiled
 
 
 def partition(model: Any, config: Any = None, partitioner: str | None = None,
               pins: PinSpec = None, progress: Progress | None = None,
-              **options: Any) -> Plan:
+              samples: SampleSource | Samples | None = None, **options: Any) -> Plan:
     """The plan for `model` (a path, bytes, ModelProto or loaded Model) on `config`'s
     targets. `partitioner` is 'collage' or 'greedy' (default: the config's, where 'auto' is
-    collage with several targets); `pins` maps node names or 're:<regex>' to targets."""
+    collage with several targets); `pins` maps node names or 're:<regex>' to targets. With
+    `samples`, the plan is built and its accuracy recorded as in `compile`."""
     if partitioner is not None:
         options = {**options, "partitioner": partitioner}
     config = as_config(config, options)
     loaded = model if isinstance(model, Model) else load_model(model, verify=config.options.verify)
-    return place(loaded, config, pins=pins, builder=RuntimeBuilder(),
-                 progress=progress).plan
+    checked = Samples.load(samples, loaded) if samples is not None else None
+    builder = RuntimeBuilder()
+    plan = place(loaded, config, pins=pins, builder=builder, progress=progress).plan
+    if checked is None:
+        return plan
+    built = builder.build(loaded, config, plan)
+    if not isinstance(built.runnable, CompiledModel):
+        raise CompileError("the plan failed to build, so its accuracy cannot be measured: "
+                           + "; ".join(f"partition {i}: {why}"
+                                       for i, why in sorted(built.failures.items())))
+    return with_accuracy(built.runnable, checked)
 
 
 class RuntimeBuilder:

@@ -1,0 +1,255 @@
+"""Accuracy against the reference on the user's samples: the budget (`cosine>=0.999,top1>=0.99`),
+the metrics, and the report. The one place the metrics are defined; placement reads the
+report, the runtime produces it.
+
+Every metric is taken per output over all samples:
+- `max-abs`: the largest absolute difference;
+- `max-rel`: `max-abs` divided by the largest magnitude of the reference output (1 where
+  that is 0), so one scale per output, not a ratio that explodes near zero;
+- `cosine`: the cosine similarity of the flattened output, the lowest over the samples (1
+  where both are zero);
+- `top1`: the share of positions whose argmax along the last axis agrees (classification
+  outputs; outputs of rank 0 have none).
+NaN where the reference has NaN counts as agreement; elsewhere it is the worst value."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tessera._private.registry import did_you_mean
+from tessera.errors import ConfigError, InputError
+
+# metric -> (comparison the budget uses, lowest valid bound, highest valid bound)
+METRICS: dict[str, tuple[str, float, float]] = {
+    "max-abs": ("<=", 0.0, math.inf),
+    "max-rel": ("<=", 0.0, math.inf),
+    "cosine": (">=", -1.0, 1.0),
+    "top1": (">=", 0.0, 1.0),
+}
+MEASURED_ALWAYS = ("max-abs", "max-rel", "cosine")  # top1 only where the budget asks for it
+FORMS = "max-abs<=X, max-rel<=X, cosine>=X, top1>=X, joined by commas"
+
+
+@dataclass(frozen=True)
+class Bound:
+    metric: str
+    limit: float
+
+    @property
+    def op(self) -> str:
+        return METRICS[self.metric][0]
+
+    def met_by(self, value: float) -> bool:
+        return value <= self.limit if self.op == "<=" else value >= self.limit
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.limit!r}"
+
+
+@dataclass(frozen=True)
+class AccuracyBudget:
+    """Bounds every output must keep against the reference; `str` gives the spec back."""
+
+    bounds: tuple[Bound, ...]
+
+    @classmethod
+    def parse(cls, spec: object) -> AccuracyBudget:
+        if isinstance(spec, AccuracyBudget):
+            return spec
+        if not isinstance(spec, str) or not spec.strip():
+            raise ConfigError(f"accuracy budget {spec!r}: expected {FORMS}, e.g. "
+                              "'cosine>=0.999,top1>=0.99'")
+        bounds: list[Bound] = []
+        for part in spec.split(","):
+            bound = _parse_bound(part.strip(), spec)
+            if any(b.metric == bound.metric for b in bounds):
+                raise ConfigError(f"accuracy budget {spec!r}: {bound.metric} is given twice; "
+                                  "keep one bound per metric")
+            bounds.append(bound)
+        return cls(tuple(bounds))
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(b.metric for b in self.bounds)
+
+    def __str__(self) -> str:
+        return ",".join(str(b) for b in self.bounds)
+
+
+def _parse_bound(part: str, spec: str) -> Bound:
+    where = f"accuracy budget {spec!r}, part {part!r}"
+    for op in ("<=", ">="):
+        name, found, number = part.partition(op)
+        if found:
+            break
+    else:
+        raise ConfigError(f"{where}: expected METRIC<=X or METRIC>=X ({FORMS})")
+    name = name.strip()
+    if name not in METRICS:
+        raise ConfigError(f"{where}: unknown metric {name!r}"
+                          f"{did_you_mean(name, list(METRICS))} (valid forms: {FORMS})")
+    want, low, high = METRICS[name]
+    if op != want:
+        raise ConfigError(f"{where}: {name} takes a bound of the form {name}{want}X")
+    try:
+        limit = float(number)
+    except ValueError:
+        raise ConfigError(f"{where}: {number.strip()!r} is not a number") from None
+    if not low <= limit <= high:  # NaN fails too
+        raise ConfigError(f"{where}: {name}'s bound must lie in [{low:g}, {high:g}]")
+    return Bound(name, limit)
+
+
+@dataclass(frozen=True)
+class Measured:
+    metric: str
+    output: str
+    value: float
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A bound an output does not keep."""
+
+    bound: Bound
+    output: str
+    value: float
+
+    def __str__(self) -> str:
+        return f"{self.bound.metric} of output {self.output!r} is {self.value:.6g}, " \
+               f"the budget {self.bound}"
+
+
+@dataclass(frozen=True)
+class AccuracyReport:
+    """What the plan's outputs measured against the reference on `samples` validation
+    samples, per metric and output, and whether `budget` (when one was given) is met."""
+
+    samples: int
+    values: tuple[Measured, ...]
+    budget: AccuracyBudget | None = None
+
+    def value(self, metric: str, output: str) -> float:
+        for m in self.values:
+            if m.metric == metric and m.output == output:
+                return m.value
+        raise KeyError(f"{metric} of {output}")
+
+    @property
+    def misses(self) -> tuple[Miss, ...]:
+        """The bounds missed, in the budget's order, the worst output of each first."""
+        found: list[Miss] = []
+        for bound in self.budget.bounds if self.budget is not None else ():
+            misses = [Miss(bound, m.output, m.value) for m in self.values
+                      if m.metric == bound.metric and not bound.met_by(m.value)]
+            found += sorted(misses, key=lambda x: x.value, reverse=bound.op == "<=")
+        return tuple(found)
+
+    @property
+    def met(self) -> bool | None:
+        """Whether the budget is met; None without a budget."""
+        return None if self.budget is None else not self.misses
+
+    @property
+    def worst(self) -> Miss | None:
+        misses = self.misses
+        return misses[0] if misses else None
+
+    def summary(self) -> str:
+        shown = "; ".join(f"{m.metric} {m.output} {m.value:.6g}" for m in self.values)
+        line = f"accuracy on {self.samples} validation sample(s): {shown or 'no outputs'}"
+        if self.budget is None:
+            return line + "; no budget"
+        worst = self.worst
+        return line + (f"; budget {self.budget} met" if worst is None else
+                       f"; budget missed: {worst}")
+
+    def to_dict(self) -> dict[str, Any]:
+        worst = self.worst
+        return {"samples": self.samples,
+                "budget": str(self.budget) if self.budget is not None else None,
+                "met": self.met,
+                "values": [{"metric": m.metric, "output": m.output, "value": m.value}
+                           for m in self.values],
+                "worst": None if worst is None else {"metric": worst.bound.metric,
+                                                     "output": worst.output,
+                                                     "value": worst.value}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AccuracyReport:
+        budget = data.get("budget")
+        return cls(int(data["samples"]),
+                   tuple(Measured(str(v["metric"]), str(v["output"]), float(v["value"]))
+                         for v in data.get("values", ())),
+                   AccuracyBudget.parse(budget) if budget else None)
+
+
+def measure(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]],
+            budget: AccuracyBudget | None = None) -> AccuracyReport:
+    """Compare `got` with the reference's `want`, sample by sample (same order). Outputs of
+    strings are left out; a missing output or a shape that differs measures as the worst."""
+    import numpy as np
+
+    if len(got) != len(want):
+        raise InputError(f"{len(got)} results to compare with {len(want)} reference results; "
+                         "give one result per sample")
+    metrics = tuple(dict.fromkeys((*MEASURED_ALWAYS, *(budget.metrics if budget else ()))))
+    values = []
+    for output in want[0] if want else {}:
+        pairs = [(np.asarray(g.get(output)) if g.get(output) is not None else None,
+                  np.asarray(w[output])) for g, w in zip(got, want, strict=True)]
+        if pairs[0][1].dtype.kind not in "biufc":
+            continue
+        values += [Measured(metric, output, _metric(metric, pairs)) for metric in metrics
+                   if metric != "top1" or pairs[0][1].ndim > 0]
+    return AccuracyReport(len(want), tuple(values), budget)
+
+
+_WORST = {"max-abs": math.inf, "max-rel": math.inf, "cosine": -1.0, "top1": 0.0}
+
+
+def _metric(metric: str, pairs: list[tuple[Any, Any]]) -> float:
+    import numpy as np
+
+    if any(g is None or g.shape != w.shape for g, w in pairs):
+        return _WORST[metric]
+    results: list[float] = []
+    agreed = positions = 0
+    with np.errstate(all="ignore"):
+        for g, w in pairs:
+            have, exact = np.real(g).astype(np.float64), np.real(w).astype(np.float64)
+            both_nan = np.isnan(have) & np.isnan(exact)
+            have, exact = np.where(both_nan, 0.0, have), np.where(both_nan, 0.0, exact)
+            if metric in ("max-abs", "max-rel"):
+                diff = np.abs(have - exact)
+                error = float(np.max(np.where(np.isnan(diff), np.inf, diff), initial=0.0))
+                scale = float(np.max(np.abs(exact), initial=0.0))
+                scale = scale if metric == "max-rel" and math.isfinite(scale) and scale > 0 \
+                    else 1.0
+                results.append(error / scale)
+            elif metric == "cosine":
+                results.append(_cosine(have.ravel(), exact.ravel()))
+            else:
+                agree = np.argmax(have, axis=-1) == np.argmax(exact, axis=-1)
+                agreed, positions = agreed + int(np.sum(agree)), positions + int(agree.size)
+    if metric == "top1":
+        return agreed / positions if positions else 1.0
+    return max(results) if metric != "cosine" else min(results)
+
+
+def _cosine(have: Any, exact: Any) -> float:
+    import numpy as np
+
+    norms = float(np.linalg.norm(have)) * float(np.linalg.norm(exact))
+    if not math.isfinite(norms):
+        return -1.0
+    if norms == 0.0:
+        return 1.0 if not np.any(have) and not np.any(exact) else 0.0
+    return float(np.clip(np.dot(have, exact) / norms, -1.0, 1.0))
+
+
+__all__ = ["FORMS", "METRICS", "AccuracyBudget", "AccuracyReport", "Bound", "Measured", "Miss",
+           "measure"]

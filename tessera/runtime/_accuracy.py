@@ -1,0 +1,38 @@
+"""The plan's accuracy on the user's samples: its outputs on the validation samples against
+the reference backend's on the whole model. Runs after the placement, outside the remembered
+search: samples change no decision yet, so they never enter the plan's key."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tessera import backends
+from tessera._private.accuracy import AccuracyReport, measure
+from tessera.ir import Samples, SampleSource
+from tessera.placement import Plan
+
+if TYPE_CHECKING:
+    from tessera.runtime._compiled import CompiledModel
+
+
+def measure_accuracy(compiled: CompiledModel, samples: Samples) -> AccuracyReport:
+    """The report for `compiled` on the validation half of `samples`, against the config's
+    accuracy budget (when it has one)."""
+    _, validation = samples.split()
+    feeds = list(validation)
+    reference = backends.get("reference").compile(compiled.model.proto, check=False)
+    want = [reference.run(feed) for feed in feeds]
+    got = compiled.run_many(feeds)
+    return measure(got, want, compiled.config.options.accuracy)
+
+
+def with_accuracy(compiled: CompiledModel, samples: SampleSource | Samples | None) -> Plan:
+    """The compiled model's plan with its accuracy recorded (itself without samples)."""
+    if samples is None:
+        return compiled.plan
+    checked = Samples.load(samples, compiled.model)
+    compiled.plan = compiled.plan.with_stats(accuracy=measure_accuracy(compiled, checked))
+    return compiled.plan
+
+
+__all__ = ["measure_accuracy", "with_accuracy"]
