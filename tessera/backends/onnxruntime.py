@@ -20,7 +20,7 @@ from tessera.backends._protocol import (
 )
 from tessera.backends._schema import input_type_strings, schema_for
 from tessera.backends._threads import threads_attr
-from tessera.errors import BackendUnavailableError, CompileError, TargetError
+from tessera.errors import BackendUnavailableError, CompileError
 from tessera.ir import _dtypes as dtypes
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
@@ -35,13 +35,14 @@ if TYPE_CHECKING:
 
 
 def _canonicalize(attrs: dict[str, Any]) -> dict[str, Any]:
-    """fp32 is the unset precision; an int8 target always names its recipe."""
+    """fp32 is the unset precision; an int8 target always names its recipe, and a float one
+    none (it changes nothing there, so the two spellings are one target and one tuning key)."""
     if attrs.get("precision") == "fp32":
         del attrs["precision"]
     if attrs.get("precision") == "int8":
         attrs.setdefault("int8-recipe", "static")
-    elif "int8-recipe" in attrs:
-        raise TargetError("-int8-recipe applies only with -precision=int8")
+    else:
+        attrs.pop("int8-recipe", None)
     return attrs
 
 
@@ -70,7 +71,8 @@ KIND = register_kind(
                  "how -precision=int8 quantizes: static (default; QDQ format, activation "
                  "ranges calibrated on sample inputs, which compile needs; suits "
                  "convolutions) or dynamic (int8 weights, activations quantized at run "
-                 "time, no calibration; suits MatMul/Gemm-heavy parts such as transformers)",
+                 "time, no calibration; suits MatMul/Gemm-heavy parts such as transformers); "
+                 "dropped without -precision=int8",
                  choices=("static", "dynamic")),
     ),
     canonicalizer=_canonicalize,
