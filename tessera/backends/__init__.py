@@ -17,6 +17,7 @@ from tessera.backends._protocol import (
     Support,
     TensorSpec,
 )
+from tessera.backends._quantize import Calibration
 from tessera.backends._threads import PolicyName
 from tessera.errors import BackendUnavailableError
 from tessera.target import KINDS
@@ -25,6 +26,7 @@ __all__ = [
     "BACKENDS",
     "GROUP",
     "Backend",
+    "Calibration",
     "Compiled",
     "NativeRunner",
     "PluginFailure",

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
+    from tessera.backends._quantize import Calibration
     from tessera.ir import ValueType
 
 __all__ = ["BACKENDS", "Backend", "Compiled", "Constants", "NativeRunner", "Support", "TensorSpec",
@@ -128,14 +129,28 @@ class Backend:
         raise NotImplementedError
 
     def compile(self, submodel: onnx.ModelProto, target: Target | str | None = None, *,
-                check: bool = True) -> Compiled:
+                check: bool = True, calibration: Calibration | None = None) -> Compiled:
         """`submodel` compiled for `target`. With `check`, a node that `supports()` refuses
         is a CompileError listing each one with its reason, before the backend sees it;
-        tessera's own builds pass `check=False` for partitions a placement already judged."""
+        tessera's own builds pass `check=False` for partitions a placement already judged.
+        `calibration` (sample input dicts keyed by the submodel's input names) is what a
+        target that `calibrated()` quantizes with."""
         chosen = self._usable(target)
         if check:
             check_supported(self, submodel, chosen)
-        return self._guarded(submodel, lambda: self._compile(submodel, chosen))
+        return self._guarded(submodel, lambda: self._compile(
+            self.prepare(submodel, chosen, calibration), chosen))
+
+    def prepare(self, submodel: onnx.ModelProto, target: Target,
+                calibration: Calibration | None) -> onnx.ModelProto:
+        """The model this backend compiles for `target`: `submodel` itself, or a rewritten
+        form of it (an int8 form, for a target of int8 precision)."""
+        return submodel
+
+    def calibrated(self, target: Target) -> bool:
+        """Whether compiling for `target` depends on calibration data (static int8), so that
+        the data belongs to the key of a kept compiled form."""
+        return False
 
     # -- thread policy and native baseline -----------------------------------------------
     def thread_settings(self, policy: PolicyName, budget: int) -> dict[str, Any]:
@@ -223,19 +238,24 @@ class Backend:
     per_partition_threads = False
 
     def compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
-                     reuse: bool, *, check: bool = True) -> Compiled:
+                     reuse: bool, *, check: bool = True, calibration: Calibration | None = None
+                     ) -> Compiled:
         """`compile`, reusing what an earlier call left in `directory` (`reuse`), or else
-        leaving it there (a fresh directory the caller publishes once this returns)."""
+        leaving it there (a fresh directory the caller publishes once this returns). What is
+        left is the compiled form of what `prepare` made, so a reuse prepares nothing."""
         chosen = self._usable(target)
         if not self.warm_cache:
-            return self.compile(submodel, chosen, check=check)
+            return self.compile(submodel, chosen, check=check, calibration=calibration)
         if check:
             check_supported(self, submodel, chosen)
-        return self._guarded(submodel,
-                             lambda: self._compile_warm(submodel, chosen, directory, reuse))
+        return self._guarded(submodel, lambda: self._compile_warm(
+            submodel if reuse else self.prepare(submodel, chosen, calibration), chosen,
+            directory, reuse))
 
     def _compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
                       reuse: bool) -> Compiled:
+        """On `reuse`, `submodel` is the partition as given, not what `prepare` made of it:
+        the compiled form is read from `directory`."""
         raise NotImplementedError
 
 

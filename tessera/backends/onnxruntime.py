@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends import _deviations as dev
+from tessera.backends import _quantize
 from tessera.backends._availability import library_availability
 from tessera.backends._protocol import (
     BACKENDS,
@@ -29,7 +30,21 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
+    from tessera.backends._quantize import Calibration
     from tessera.backends._threads import PolicyName
+
+
+def _canonicalize(attrs: dict[str, Any]) -> dict[str, Any]:
+    """fp32 is the unset precision; an int8 target always names its recipe, and a float one
+    none (it changes nothing there, so the two spellings are one target and one tuning key)."""
+    if attrs.get("precision") == "fp32":
+        del attrs["precision"]
+    if attrs.get("precision") == "int8":
+        attrs.setdefault("int8-recipe", "static")
+    else:
+        attrs.pop("int8-recipe", None)
+    return attrs
+
 
 KIND = register_kind(
     "onnxruntime",
@@ -48,7 +63,19 @@ KIND = register_kind(
                  "gets the cores (unset: the plan's thread policy decides)"),
         AttrSpec("execution-mode", AttrType.STR, "sequential", "operator scheduling",
                  choices=("sequential", "parallel")),
+        AttrSpec("precision", AttrType.STR, None,
+                 "numeric precision: fp32 (unset: the model's own types) or int8 (the "
+                 "partition quantized by ONNX Runtime's quantizer; see -int8-recipe)",
+                 choices=("fp32", "int8")),
+        AttrSpec("int8-recipe", AttrType.STR, None,
+                 "how -precision=int8 quantizes: static (default; QDQ format, activation "
+                 "ranges calibrated on sample inputs, which compile needs; suits "
+                 "convolutions) or dynamic (int8 weights, activations quantized at run "
+                 "time, no calibration; suits MatMul/Gemm-heavy parts such as transformers); "
+                 "dropped without -precision=int8",
+                 choices=("static", "dynamic")),
     ),
+    canonicalizer=_canonicalize,
 )
 
 
@@ -125,6 +152,16 @@ class OnnxRuntimeBackend(Backend):
         wanted = ", ".join(sorted(set(known.values())))
         return Support(False, f"ONNX Runtime has no {node.op_type}-{since} kernel for {wanted}")
 
+    def prepare(self, submodel: onnx.ModelProto, target: Target,
+                calibration: Calibration | None) -> onnx.ModelProto:
+        if target.attrs.get("precision") != "int8":
+            return submodel
+        return _quantize.quantize(submodel, target.attrs["int8-recipe"], calibration,
+                                  backend="onnxruntime")
+
+    def calibrated(self, target: Target) -> bool:
+        return target.attrs.get("int8-recipe") == "static"
+
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         wide, widened = widen_boundary(submodel)
         session = _session(wide.SerializeToString(), target)
@@ -158,6 +195,8 @@ class OnnxRuntimeBackend(Backend):
         if reuse:
             session = _session(str(path), target, optimized=not plain)
             _check_inputs(session, [i.name for i in wide.graph.input if i.name not in weights])
+            if target.attrs.get("precision") == "int8":  # the entry holds the int8 form
+                return _OrtCompiled(self.name, submodel, target, session, widened, saved=path)
         elif plain:
             path.write_bytes(wide.SerializeToString())
             session = _session(str(path), target)
@@ -228,10 +267,11 @@ def _check_inputs(session: Any, expected: list[str]) -> None:
 
 class _OrtCompiled(Compiled):
     def __init__(self, backend: str, model: onnx.ModelProto, target: Target, session: Any,
-                 widened: Mapping[str, str]) -> None:
+                 widened: Mapping[str, str], *, saved: Path | None = None) -> None:
         super().__init__(backend, model, target)
         self.session = session
         self.model = model
+        self._saved = saved  # the compiled form's file, where `model` is not what it ran
         self._widened = dict(widened)
         self._names = [o.name for o in self.outputs]
         self._session_names = [_WIDE_OUT + n if n in widened else n for n in self._names]
@@ -239,6 +279,10 @@ class _OrtCompiled(Compiled):
 
     @property
     def wide_bytes(self) -> bytes:
+        if self._saved is not None:
+            import onnx
+
+            return bytes(onnx.load_model(str(self._saved)).SerializeToString())
         return bytes(widen_boundary(self.model)[0].SerializeToString())
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

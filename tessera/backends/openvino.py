@@ -8,6 +8,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends import _deviations as dev
+from tessera.backends import _quantize
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
 from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
+    from tessera.backends._quantize import Calibration
     from tessera.backends._threads import PolicyName
 
 KIND = register_kind(
@@ -31,8 +33,12 @@ KIND = register_kind(
     availability=library_availability("openvino", ("openvino",), "openvino"),
     attrs=(
         threads_attr("inference threads"),
-        AttrSpec("precision", AttrType.STR, "f32", "inference precision hint",
-                 choices=("f32", "bf16", "f16")),
+        AttrSpec("precision", AttrType.STR, "f32",
+                 "f32, bf16, f16: the inference precision hint (bf16 and f16 need a CPU "
+                 "with that capability); int8: the partition quantized to the QDQ format "
+                 "by ONNX Runtime's static quantizer (activation ranges calibrated on "
+                 "sample inputs, which compile needs), which OpenVINO runs as int8",
+                 choices=("f32", "bf16", "f16", "int8")),
         AttrSpec("performance-hint", AttrType.STR, "latency", "OpenVINO performance mode",
                  choices=("latency", "throughput")),
         AttrSpec("num-streams", AttrType.INT, 1, "parallel inference streams", minimum=1),
@@ -57,7 +63,8 @@ def compile_config(target: Target) -> dict[str, str]:
     """OpenVINO CPU properties from the target's attributes."""
     attrs = target.attrs
     config = {
-        "INFERENCE_PRECISION_HINT": attrs["precision"],
+        # a QDQ model runs as int8 by OpenVINO's own transformations; the rest stays f32
+        "INFERENCE_PRECISION_HINT": "f32" if attrs["precision"] == "int8" else attrs["precision"],
         "PERFORMANCE_HINT": attrs["performance-hint"].upper(),
         "NUM_STREAMS": str(attrs["num-streams"]),
     }
@@ -144,6 +151,15 @@ class OpenVinoBackend(ProbedBackend):
         compiled = core.compile_model(core.read_model(model), "CPU")
         request = compiled.create_infer_request()
         return lambda feeds: request.infer(dict(feeds), share_inputs=True)
+
+    def prepare(self, submodel: onnx.ModelProto, target: Target,
+                calibration: Calibration | None) -> onnx.ModelProto:
+        if target.attrs["precision"] != "int8":
+            return submodel
+        return _quantize.quantize(submodel, "static", calibration, backend="openvino")
+
+    def calibrated(self, target: Target) -> bool:
+        return bool(target.attrs["precision"] == "int8")
 
     @staticmethod
     def _check_precision(target: Target) -> None:

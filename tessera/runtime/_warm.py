@@ -3,7 +3,8 @@ partition (OpenVINO IR, an ONNX file for ONNX Runtime) leaves it in `TESSERA_CAC
 under a key of everything the partition computes with; a later compile of the same model on
 the same backend version reloads it. Entries are published by renaming a finished directory,
 so a reader never sees half of one; the least recently used go once the cache passes
-`TESSERA_COMPILE_CACHE_MB` (default 4096)."""
+`TESSERA_COMPILE_CACHE_MB` (default 4096). An int8 partition's entry holds its int8 form, so a
+later compile quantizes nothing; calibration data enters the key where the form depends on it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tessera import backends
 from tessera._private.cache import _alive, cache_dir
 from tessera._private.version import __version__
 from tessera.backends import Backend, Compiled
+from tessera.backends._quantize import calibration_digest
 from tessera.errors import CompileError
 from tessera.ir import Model
 from tessera.ir._graph import NodeSet, members
@@ -29,22 +31,25 @@ from tessera.target import Target
 if TYPE_CHECKING:
     import onnx
 
+    from tessera.backends._quantize import Calibration
+
 _DONE = "entry.json"  # written last: an entry without it is not finished
 _DEFAULT_LIMIT_MB = 4096
 
 
 def compile_partition(model: Model, mask: NodeSet, submodel: onnx.ModelProto,
-                      target: Target) -> Compiled:
+                      target: Target, *, calibration: Calibration | None = None) -> Compiled:
     """The partition `mask` of `model` (extracted as `submodel`) compiled on `target`,
-    through the warm cache where its backend has one."""
+    through the warm cache where its backend has one. `calibration`: sample inputs of
+    `submodel`, for a target that quantizes with them."""
     backend = backends.get(target.kind.name)
     if not backend.warm_cache:
-        return backend.compile(submodel, target, check=False)
+        return backend.compile(submodel, target, check=False, calibration=calibration)
     try:
         root = cache_dir("compiled")
     except OSError:  # no cache directory to write: compile without one
-        return backend.compile(submodel, target, check=False)
-    key = partition_key(model, mask, target)
+        return backend.compile(submodel, target, check=False, calibration=calibration)
+    key = partition_key(model, mask, target, calibration)
     entry = root / key
     if (entry / _DONE).is_file():
         try:
@@ -55,18 +60,19 @@ def compile_partition(model: Model, mask: NodeSet, submodel: onnx.ModelProto,
             _touch(entry / _DONE)
             return compiled
     try:
-        return _compile_and_publish(backend, submodel, target, root, key)
+        return _compile_and_publish(backend, submodel, target, root, key, calibration)
     except (CompileError, OSError):
         # the cache's own writes may be what failed (a full disk): never blame the backend
         # for them; a compile that fails without the cache is the real error
-        return backend.compile(submodel, target, check=False)
+        return backend.compile(submodel, target, check=False, calibration=calibration)
 
 
 def _compile_and_publish(backend: Backend, submodel: onnx.ModelProto, target: Target,
-                         root: Path, key: str) -> Compiled:
+                         root: Path, key: str, calibration: Calibration | None) -> Compiled:
     fresh = Path(tempfile.mkdtemp(prefix=f".{key}.{os.getpid()}.", dir=root))
     try:
-        compiled = backend.compile_warm(submodel, target, fresh, reuse=False, check=False)
+        compiled = backend.compile_warm(submodel, target, fresh, reuse=False, check=False,
+                                        calibration=calibration)
         (fresh / _DONE).write_text(json.dumps({"target": str(target),
                                                "nodes": len(submodel.graph.node)}))
         try:
@@ -80,14 +86,18 @@ def _compile_and_publish(backend: Backend, submodel: onnx.ModelProto, target: Ta
     return compiled
 
 
-def partition_key(model: Model, mask: NodeSet, target: Target) -> str:
+def partition_key(model: Model, mask: NodeSet, target: Target,
+                  calibration: Calibration | None = None) -> str:
     flow = model.dataflow
-    version = backends.get(target.kind.name).is_available().version
+    backend = backends.get(target.kind.name)
+    version = backend.is_available().version
     inputs, outputs = flow.boundary(mask)
     # ONNX Runtime's optimized models hold layout choices for this CPU
     payload = [__version__, machine(), str(target), version, model.content_digest,
                model.structural_hash(mask), [flow.names[i] for i in members(mask)],
                list(inputs), list(outputs)]
+    if backend.calibrated(target):  # a static int8 form is fixed by its calibration data
+        payload.append(calibration_digest(calibration))
     return hashlib.sha1(json.dumps(payload).encode(), usedforsecurity=False).hexdigest()
 
 

@@ -1,0 +1,124 @@
+"""int8 forms of a partition, made with ONNX Runtime's quantizer: `dynamic` (int8 weights,
+activations quantized at run time; pays off on MatMul/Gemm-heavy parts) and `static` (the QDQ
+format, activation ranges calibrated on sample inputs; ONNX Runtime and OpenVINO both run it
+as int8). Quantizing works on a copy in a temporary directory that is always removed."""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from tessera.errors import CompileError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+__all__ = ["Calibration", "Recipe", "calibration_digest", "quantize"]
+
+Recipe = Literal["dynamic", "static"]
+# sample inputs of a submodel: one dict per sample, arrays keyed by the submodel's input names
+Calibration = Sequence[Mapping[str, "np.ndarray"]]
+
+
+def quantize(submodel: onnx.ModelProto, recipe: Recipe, calibration: Calibration | None, *,
+             backend: str) -> onnx.ModelProto:
+    """`submodel` quantized to int8 by `recipe`. Static needs `calibration`; a quantizer
+    failure is a CompileError naming `backend` and the recipe."""
+    samples = _checked_samples(submodel, recipe, calibration, backend) if recipe == "static" \
+        else []
+    import onnx
+
+    try:
+        from onnxruntime import quantization as q
+    except ImportError as err:
+        raise CompileError(f"{backend} int8 ({recipe}) quantizes with ONNX Runtime, which is "
+                           "not installed: pip install onnxruntime") from err
+    with tempfile.TemporaryDirectory(prefix="tessera-int8-") as tmp:
+        source, prepared, output = (Path(tmp, n) for n in ("model.onnx", "pre.onnx", "q.onnx"))
+        try:
+            onnx.save_model(submodel, str(source))
+            _pre_process(q, source, prepared)
+            if recipe == "dynamic":
+                q.quantize_dynamic(str(prepared), str(output))
+            else:
+                q.quantize_static(str(prepared), str(output), _reader(q, samples),
+                                  quant_format=q.QuantFormat.QDQ,
+                                  calibration_providers=["CPUExecutionProvider"])
+            return onnx.load_model(str(output))
+        except CompileError:
+            raise
+        except Exception as err:
+            text = str(err).strip().splitlines()
+            raise CompileError(f"{backend} could not quantize the partition to int8 "
+                               f"(-int8-recipe={recipe}): {type(err).__name__}: "
+                               f"{text[0] if text else ''}") from err
+
+
+def calibration_digest(calibration: Calibration | None) -> str:
+    """A digest of the calibration samples: names, dtypes, shapes and bytes, in order."""
+    import numpy as np
+
+    digest = hashlib.sha1(usedforsecurity=False)
+    for sample in calibration or ():
+        digest.update(b"\x00sample")
+        for name in sorted(sample):
+            array = np.ascontiguousarray(sample[name])
+            digest.update(f"\x00{name}\x00{array.dtype.str}\x00{array.shape}".encode())
+            digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _pre_process(q: Any, source: Path, prepared: Path) -> None:
+    """ONNX Runtime's recommended step before quantizing (shape inference and graph
+    optimisation); where it fails on a model, the model is quantized as it is."""
+    try:
+        q.quant_pre_process(str(source), str(prepared), skip_symbolic_shape=False)
+    except Exception:
+        try:
+            q.quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+        except Exception:
+            prepared.write_bytes(source.read_bytes())
+
+
+def _checked_samples(submodel: onnx.ModelProto, recipe: str, calibration: Calibration | None,
+                     backend: str) -> list[dict[str, np.ndarray]]:
+    import numpy as np
+
+    weights = {t.name for t in submodel.graph.initializer}
+    names = [i.name for i in submodel.graph.input if i.name not in weights]
+    if not calibration:
+        raise CompileError(
+            f"{backend} -int8-recipe={recipe} needs calibration data to fix activation "
+            f"ranges: give a few representative samples of the inputs {names} "
+            "(compile(..., calibration=[{name: array, ...}, ...])), or use -int8-recipe=dynamic")
+    samples = []
+    for index, sample in enumerate(calibration):
+        missing = [n for n in names if n not in sample]
+        extra = [n for n in sample if n not in names]
+        if missing or extra:
+            raise CompileError(f"{backend} calibration sample {index} does not match the "
+                               f"partition's inputs {names}: missing {missing}, "
+                               f"unexpected {extra}")
+        samples.append({n: np.asarray(sample[n]) for n in names})
+    return samples
+
+
+def _reader(q: Any, samples: list[dict[str, np.ndarray]]) -> Any:
+    """A CalibrationDataReader over `samples` (defined here: its base class lives in
+    onnxruntime, which `import tessera` must not load)."""
+
+    class _Samples(q.CalibrationDataReader):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self._items: Iterator[dict[str, np.ndarray]] = iter(samples)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self._items, None)
+
+        def rewind(self) -> None:
+            self._items = iter(samples)
+
+    return _Samples()
