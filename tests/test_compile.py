@@ -11,10 +11,9 @@ import tessera
 from tessera import backends
 from tessera.backends import Backend, Compiled, Support
 from tessera.errors import InputError, PartitionError
-from tessera.target import register_kind
-from tessera.target._kind import KINDS
 
 from .ir.models import mlp
+from .registering import registered
 
 
 def _feeds() -> dict[str, np.ndarray]:
@@ -54,13 +53,8 @@ class WrongBackend(Backend):
 
 @pytest.fixture
 def wrong_backend():  # type: ignore[no-untyped-def]
-    kind = register_kind("test-wrong", serves=("cpu",), doc="test-only fake")
-    backend = WrongBackend()
-    backend.kind = kind
-    backends.BACKENDS.register("test-wrong", backend)
-    yield backend
-    backends.BACKENDS.unregister("test-wrong")
-    KINDS.unregister("test-wrong")
+    with registered("test-wrong", WrongBackend()) as backend:
+        yield backend
 
 
 def test_mixed_plan_with_fallback_and_the_numeric_guard(wrong_backend: Backend) -> None:

@@ -66,8 +66,9 @@ def remember_guard_passed(db: CostDB, plan: Plan) -> Plan:
     backends; weights of the same structure are trusted alike)."""
     plan = plan.with_stats(numeric_guard="passed")
     key = plan.stats.plan_key
-    if key is not None and db.get_plan(key) is not None:
-        remembered = Plan.from_json(db.get_plan(key) or "")
+    text = db.get_plan(key) if key is not None else None
+    if key is not None and text is not None:
+        remembered = Plan.from_json(text)
         db.put_plan(key, remembered.with_stats(numeric_guard="passed").to_json(indent=None))
     return plan
 

@@ -24,6 +24,7 @@ from tessera.runtime._native import native_runner
 from tessera.target import KINDS, AttrSpec, AttrType, Target, register_kind
 
 from ..ir.models import mlp
+from ..registering import registered
 
 ROOT = Path(__file__).resolve().parents[2]
 AVAILABLE = [n for n in backends.names() if backends.get(n).is_available().ok]
@@ -67,14 +68,9 @@ class _Targeted(Backend):
 
 @pytest.fixture
 def targeted() -> Iterator[Backend]:
-    kind = register_kind("test-targeted", serves=("cpu",), doc="test-only",
-                         attrs=(AttrSpec("ops", AttrType.STR_LIST, ("Relu",), "claimed ops"),))
-    backend = _Targeted()
-    backend.kind = kind
-    backends.BACKENDS.register("test-targeted", backend)
-    yield backend
-    backends.BACKENDS.unregister("test-targeted")
-    KINDS.unregister("test-targeted")
+    ops = AttrSpec("ops", AttrType.STR_LIST, ("Relu",), "claimed ops")
+    with registered("test-targeted", _Targeted(), attrs=(ops,)) as backend:
+        yield backend
 
 
 def test_the_support_table_asks_each_target_not_each_kind(targeted: Backend) -> None:
