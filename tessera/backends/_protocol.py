@@ -59,6 +59,20 @@ class Compiled:
     `thread_safe = False`, and their runs are serialised."""
 
     thread_safe = True
+    # what `prepare` made of the submodel, where it rewrote it (an int8 form), in memory or
+    # in a warm cache entry: an artifact keeps this form, so loading it quantizes nothing
+    prepared: onnx.ModelProto | None = None
+    prepared_path: Path | None = None
+
+    def prepared_form(self) -> onnx.ModelProto | None:
+        if self.prepared is None and self.prepared_path is not None:
+            import onnx
+
+            try:
+                return onnx.load_model(str(self.prepared_path))
+            except (OSError, ValueError):  # evicted from the cache since: none to keep
+                return None
+        return self.prepared
 
     def __init__(self, backend: str, model: onnx.ModelProto, target: Target) -> None:
         self.backend = backend
@@ -138,14 +152,27 @@ class Backend:
         chosen = self._usable(target)
         if check:
             check_supported(self, submodel, chosen)
-        return self._guarded(submodel, lambda: self._compile(
-            self.prepare(submodel, chosen, calibration), chosen))
+
+        def prepared_and_compiled() -> Compiled:
+            prepared = self.prepare(submodel, chosen, calibration)
+            compiled = self._compile(prepared, chosen)
+            if prepared is not submodel:
+                compiled.prepared = prepared
+            return compiled
+
+        return self._guarded(submodel, prepared_and_compiled)
 
     def prepare(self, submodel: onnx.ModelProto, target: Target,
                 calibration: Calibration | None) -> onnx.ModelProto:
         """The model this backend compiles for `target`: `submodel` itself, or a rewritten
         form of it (an int8 form, for a target of int8 precision)."""
         return submodel
+
+    def precision_variants(self, target: Target) -> tuple[Target, ...]:
+        """Lower-precision forms of `target` that placement may choose under an accuracy
+        budget (`onnxruntime -precision=int8 -int8-recipe=dynamic`, ...); none where the
+        user fixed the precision or this machine cannot run them."""
+        return ()
 
     def calibrated(self, target: Target) -> bool:
         """Whether compiling for `target` depends on calibration data (static int8), so that
@@ -248,9 +275,21 @@ class Backend:
             return self.compile(submodel, chosen, check=check, calibration=calibration)
         if check:
             check_supported(self, submodel, chosen)
-        return self._guarded(submodel, lambda: self._compile_warm(
-            submodel if reuse else self.prepare(submodel, chosen, calibration), chosen,
-            directory, reuse))
+
+        def prepared_and_compiled() -> Compiled:
+            if reuse:
+                compiled = self._compile_warm(submodel, chosen, directory, reuse)
+                if (directory / _PREPARED).is_file():
+                    compiled.prepared_path = directory / _PREPARED
+                return compiled
+            prepared = self.prepare(submodel, chosen, calibration)
+            compiled = self._compile_warm(prepared, chosen, directory, reuse)
+            if prepared is not submodel:  # kept, so an artifact can hold this form
+                (directory / _PREPARED).write_bytes(prepared.SerializeToString())
+                compiled.prepared = prepared
+            return compiled
+
+        return self._guarded(submodel, prepared_and_compiled)
 
     def _compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
                       reuse: bool) -> Compiled:
@@ -259,6 +298,7 @@ class Backend:
         raise NotImplementedError
 
 
+_PREPARED = "prepared.onnx"
 BACKENDS: Registry[Backend] = Registry("backend")
 
 

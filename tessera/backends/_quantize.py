@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-__all__ = ["Calibration", "Recipe", "calibration_digest", "quantize"]
+__all__ = ["Calibration", "Recipe", "calibration_digest", "is_quantized", "quantize"]
 
 Recipe = Literal["dynamic", "static"]
 # sample inputs of a submodel: one dict per sample, arrays keyed by the submodel's input names
@@ -28,8 +29,41 @@ def quantize(submodel: onnx.ModelProto, recipe: Recipe, calibration: Calibration
              backend: str) -> onnx.ModelProto:
     """`submodel` quantized to int8 by `recipe`. Static needs `calibration`; a quantizer
     failure is a CompileError naming `backend` and the recipe."""
+    if is_quantized(submodel):  # already an int8 form (an artifact keeps that form)
+        return submodel
+    key = _memo_key(submodel, recipe, calibration)
+    if key in _MEMO:  # ONNX Runtime and OpenVINO run the same QDQ form: quantize it once
+        _MEMO.move_to_end(key)
+        return _MEMO[key]
     samples = _checked_samples(submodel, recipe, calibration, backend) if recipe == "static" \
         else []
+    quantized = _quantize(submodel, recipe, samples, backend)
+    _MEMO[key] = quantized
+    while len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return quantized
+
+
+# ops only a quantized model holds
+_INT8_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
+             "ConvInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeMatMul")
+_MEMO: OrderedDict[tuple[str, str, str], onnx.ModelProto] = OrderedDict()
+_MEMO_SIZE = 2  # the forms of the last partitions quantized (int8 weights: a quarter size)
+
+
+def is_quantized(model: onnx.ModelProto) -> bool:
+    return any(node.op_type in _INT8_OPS for node in model.graph.node)
+
+
+def _memo_key(submodel: onnx.ModelProto, recipe: str, calibration: Calibration | None
+              ) -> tuple[str, str, str]:
+    digest = hashlib.sha1(submodel.SerializeToString(deterministic=True),
+                          usedforsecurity=False).hexdigest()
+    return digest, recipe, calibration_digest(calibration) if recipe == "static" else ""
+
+
+def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str, np.ndarray]],
+              backend: str) -> onnx.ModelProto:
     import onnx
 
     try:
@@ -59,8 +93,13 @@ def quantize(submodel: onnx.ModelProto, recipe: Recipe, calibration: Calibration
 
 
 def calibration_digest(calibration: Calibration | None) -> str:
-    """A digest of the calibration samples: names, dtypes, shapes and bytes, in order."""
+    """A digest of the calibration samples: names, dtypes, shapes and bytes, in order (or the
+    digest the calibration carries, when it is computed lazily from one)."""
     import numpy as np
+
+    known = getattr(calibration, "digest", None)
+    if isinstance(known, str):
+        return known
 
     digest = hashlib.sha1(usedforsecurity=False)
     for sample in calibration or ():

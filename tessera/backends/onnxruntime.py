@@ -159,6 +159,12 @@ class OnnxRuntimeBackend(Backend):
         return _quantize.quantize(submodel, target.attrs["int8-recipe"], calibration,
                                   backend="onnxruntime")
 
+    def precision_variants(self, target: Target) -> tuple[Target, ...]:
+        if "precision" in target.explicit_attrs or target.device_type != "cpu":
+            return ()
+        return tuple(target.with_attrs(**{"precision": "int8", "int8-recipe": recipe})
+                     for recipe in ("static", "dynamic"))
+
     def calibrated(self, target: Target) -> bool:
         return target.attrs.get("int8-recipe") == "static"
 

@@ -158,6 +158,14 @@ class OpenVinoBackend(ProbedBackend):
             return submodel
         return _quantize.quantize(submodel, "static", calibration, backend="openvino")
 
+    def precision_variants(self, target: Target) -> tuple[Target, ...]:
+        if "precision" in target.explicit_attrs:
+            return ()
+        capabilities = _core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+        wider = tuple(target.with_attrs(precision=p) for p in ("bf16", "f16")
+                      if _CAPABILITY[p] in capabilities)  # where the CPU has the instructions
+        return (target.with_attrs(precision="int8"), *wider)
+
     def calibrated(self, target: Target) -> bool:
         return bool(target.attrs["precision"] == "int8")
 

@@ -22,6 +22,7 @@ from tessera.cli._common import (
     parse_shapes,
     pin_option,
     placement_table,
+    precision_lines,
     samples_option,
     search_line,
     shape_option,
@@ -111,6 +112,8 @@ def compile_command(ctx: click.Context, model: str, targets: str, output: str | 
     print_plan_stats(plan)
     if checked is not None or config.options.accuracy is not None:
         click.echo(accuracy_line(plan.stats, config.options.accuracy))
+    for line in precision_lines(plan.stats):
+        click.echo(line)
     compiled.save(out)
     click.echo(f"saved {out} ({out.stat().st_size / 1e6:.2f} MB)")
 

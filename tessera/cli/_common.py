@@ -70,6 +70,36 @@ def accuracy_line(stats: SearchStats, budget: object) -> str:
     return str(report.summary())
 
 
+def precision_lines(stats: SearchStats) -> list[str]:
+    """What the precision search tried, per variant, and which plan it kept."""
+    record = stats.precision
+    if record is None:
+        return []
+    if record.status != "searched":
+        return [] if "no samples" in record.status else [f"precision: {record.status}"]
+    lines = [f"precision: searched {len(record.variants)} variant(s) over "
+             f"{record.segments} segment(s) in {record.seconds or 0:.1f} s; kept {record.kept}"]
+    for v in record.variants:
+        whole = "" if v.whole_ms is None else f"whole model {v.whole_ms:.3f} ms, "
+        used = "" if v.whole_used is None else f"budget used {v.whole_used:.2f}; "
+        outcome = v.note or (f"segments {list(v.kept)} kept in it"
+                             + (f", {v.reverted} sent back to fp32" if v.reverted else ""))
+        lines.append(f"  {v.target}: {whole}{used}{outcome}")
+    return lines
+
+
+def partition_precision(stats: SearchStats, index: int, target: object) -> str:
+    """', int8 (budget share 0.31)' for a partition of a lower precision, else ''."""
+    from tessera.target import Target
+
+    precision = Target(str(target)).attrs.get("precision")
+    if precision in (None, "fp32", "f32"):
+        return ""
+    shares = stats.precision.partition_used if stats.precision is not None else ()
+    share = shares[index] if index < len(shares) else None
+    return f", {precision}" + (f" (budget share {share:.2f})" if share is not None else "")
+
+
 def parse_pairs(items: tuple[str, ...], what: str) -> dict[str, str]:
     """NAME=VALUE items split at the first '=' (a value such as a target string or a file
     path may hold more); a later item with the same name wins."""

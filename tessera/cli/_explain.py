@@ -76,6 +76,7 @@ def render(plan: object, model: object, label: str, budget: object = None) -> st
     lines += [line for line in (common.search_line(stats), common.end_to_end_line(stats))
               if line is not None]
     lines.append(common.accuracy_line(stats, budget))
+    lines += common.precision_lines(stats)
     lost = [e for e in stats.invalid_examples or () if e.fault is not None]
     if lost:
         lines.append(f"{stats.invalid} candidate(s) invalid; these crashed or hung in the "
@@ -86,7 +87,9 @@ def render(plan: object, model: object, label: str, budget: object = None) -> st
         counts = Counter(ops[n] for n in part.nodes)
         summary = ", ".join(f"{op}×{c}" if c > 1 else op for op, c in counts.items())
         cost = f", {part.cost_ms:.3f} ms" if part.cost_ms is not None else ""
-        lines.append(f"[{i}] {part.target}: {len(part.nodes)} node(s){cost}: {summary}")
+        precision = common.partition_precision(stats, i, part.target)
+        lines.append(f"[{i}] {part.target}: {len(part.nodes)} node(s){cost}{precision}: "
+                     f"{summary}")
         lines.append(f"    in: {', '.join(part.inputs) or '-'}; out: {', '.join(part.outputs)}")
     lines += ["", "nodes:"]
     where = {n: str(p.target) for p in plan.partitions for n in p.nodes}

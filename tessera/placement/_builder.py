@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from tessera.backends import Compiled, TensorSpec
 from tessera.config import CompilationConfig
-from tessera.ir import Model
+from tessera.ir import Model, Samples
 from tessera.placement._plan import Plan
 
 
@@ -35,10 +35,13 @@ class Built:
 
 
 class Builder(Protocol):
-    def build(self, model: Model, config: CompilationConfig, plan: Plan) -> Built:
+    def build(self, model: Model, config: CompilationConfig, plan: Plan,
+              samples: Samples | None = None) -> Built:
         """Every partition of `plan` compiled under the plan's thread policy. A partition
         that fails to compile is a failure, not an exception (the reference's own failures
-        excepted: nothing can stand in for it)."""
+        excepted: nothing can stand in for it). A partition whose target quantizes with
+        calibration data is calibrated on what flows into it on the calibration half of
+        `samples`."""
         ...
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from tessera._private.timing import Clock
 from tessera.config import CompilationConfig
-from tessera.ir import Model
+from tessera.ir import Model, Samples
 from tessera.placement._builder import Builder, Built
 from tessera.placement._collage import Progress, place_collage
 from tessera.placement._costdb import CostDB
@@ -38,8 +38,9 @@ from tessera.placement._memory import (
 )
 from tessera.placement._pins import PinSpec, resolve_pins
 from tessera.placement._plan import Plan
+from tessera.placement._precision import not_tried, search_precision
 from tessera.placement._race import SEARCHED, keep_fastest
-from tessera.placement._stats import SearchStats
+from tessera.placement._stats import PrecisionRecord, SearchStats
 from tessera.placement._support import FALLBACK, SupportTable
 from tessera.placement._variants import base_target
 from tessera.placement._verify import verify_plan
@@ -61,10 +62,13 @@ class Placement:
 def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
           builder: Builder | None = None, build: bool = False,
           measurer: Measurer | None = None, progress: Progress | None = None,
-          db: CostDB | None = None, clock: Clock = time.perf_counter) -> Placement:
+          db: CostDB | None = None, clock: Clock = time.perf_counter,
+          samples: Samples | None = None) -> Placement:
     """The plan for `model` on `config`'s targets. With a `builder`, Collage's plan is raced
     end to end against its rivals; with `build` too, the plan kept is built and passes the
-    numeric guard (when the config asks for it) before it is returned."""
+    numeric guard (when the config asks for it) before it is returned, and, with `samples`
+    and the config's accuracy budget, its precision variants are searched
+    (`_precision.py`)."""
     resolved = resolve_pins(model.dataflow, pins)
     collage = config.partitioner == "collage"
     db = db if db is not None or not collage else CostDB()
@@ -90,8 +94,37 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
             if guard:
                 plan = remember_guard_passed(db, plan) if db is not None else \
                     plan.with_stats(numeric_guard="passed")
-            return Placement(plan, replace(built, plan=plan))
+            placed = Placement(plan, replace(built, plan=plan))
+            if samples is None and config.options.accuracy is None:
+                return placed
+            key = search_key(model, config, resolved, banned)
+            return _with_precision(model, config, placed, builder, samples, db, key, clock,
+                                   resolved)
         _ban(plan, verdicts, banned)  # each round bans at least one pair: it ends
+
+
+def _with_precision(model: Model, config: CompilationConfig, placed: Placement,
+                    builder: Builder, samples: Samples | None, db: CostDB | None, key: str,
+                    clock: Clock, pins: Mapping[int, Target]) -> Placement:
+    """`placed` or a plan with lower-precision segments that meets the accuracy budget,
+    remembered under the fp32 plan's key and the samples, so a warm compile searches
+    nothing and quantizes nothing its compile cache holds."""
+    why = not_tried(config, samples)
+    if why is not None or samples is None:
+        plan = placed.plan.with_stats(precision=PrecisionRecord(f"not tried: {why}"))
+        return Placement(plan, replace(placed.built, plan=plan) if placed.built else None)
+    assert placed.built is not None
+    db = db if db is not None else CostDB()
+    key = f"{key}:precision:{samples.digest}"
+    remembered = recall(db, key)
+    if remembered is not None:
+        built = builder.build(model, config, remembered, samples)
+        if not built.failures and built.runnable is not None:
+            return Placement(remembered, built)
+    plan, built = search_precision(model, config, placed.plan, placed.built, builder, samples,
+                                   clock, pins)
+    plan = remember(db, key, plan)
+    return Placement(plan, replace(built, plan=plan))
 
 
 def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target],

@@ -15,6 +15,7 @@ from tessera.errors import TesseraError
 from tessera.ir import Model, extract_submodel
 from tessera.placement._plan import Plan
 from tessera.placement._support import FALLBACK
+from tessera.target import Target
 
 
 def check_partition(model: Model, nodes: Sequence[str], compiled: Compiled) -> str | None:
@@ -35,16 +36,24 @@ def check_partition(model: Model, nodes: Sequence[str], compiled: Compiled) -> s
     return None if verdict else f"numeric guard: {compiled.backend} {verdict.why}"
 
 
+def lowered(target: Target) -> bool:
+    """Whether `target` computes in a lower precision than the model's (int8, bf16, f16):
+    random inputs and fp32 tolerances cannot judge it; the accuracy budget on the user's
+    samples does."""
+    return target.attrs.get("precision") not in (None, "fp32", "f32")
+
+
 def guard_verdicts(model: Model, plan: Plan, parts: Sequence[Compiled | None]
                    ) -> dict[int, str]:
     """Partition index -> why the guard gives it back, for the partitions that were built."""
     verdicts = {}
     for i, (part, compiled) in enumerate(zip(plan.partitions, parts, strict=True)):
-        if compiled is not None and part.kind != FALLBACK.kind.name:
+        if compiled is not None and part.kind != FALLBACK.kind.name and \
+                not lowered(part.target):
             verdict = check_partition(model, part.nodes, compiled)
             if verdict:
                 verdicts[i] = verdict
     return verdicts
 
 
-__all__ = ["check_partition", "guard_verdicts"]
+__all__ = ["check_partition", "guard_verdicts", "lowered"]

@@ -40,6 +40,66 @@ class InvalidCandidate:
 
 
 @dataclass(frozen=True)
+class VariantRecord:
+    """What the precision search found for one variant target: the budget share its whole
+    model used (1.0 is the bound), its latency there, each segment's share measured alone,
+    the segments kept in it, how many went back to fp32, and why it was dropped."""
+
+    target: str
+    whole_used: float | None = None
+    whole_ms: float | None = None
+    segments: tuple[int, ...] = ()  # the segments it runs
+    segment_used: tuple[tuple[int, float], ...] = ()
+    kept: tuple[int, ...] = ()
+    reverted: int = 0
+    met: bool = False
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["segments"] = list(self.segments)
+        data["segment_used"] = [[i, u] for i, u in self.segment_used]
+        data["kept"] = list(self.kept)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VariantRecord:
+        return cls(str(data["target"]), data.get("whole_used"), data.get("whole_ms"),
+                   tuple(data.get("segments", ())),
+                   tuple((int(i), float(u)) for i, u in data.get("segment_used", ())),
+                   tuple(data.get("kept", ())), int(data.get("reverted", 0)),
+                   bool(data.get("met", False)), str(data.get("note", "")))
+
+
+@dataclass(frozen=True)
+class PrecisionRecord:
+    """The precision search: whether it ran (`status` says why not), over how many
+    segments, each variant's record, which plan it kept and the end-to-end race."""
+
+    status: str
+    segments: int = 0
+    variants: tuple[VariantRecord, ...] = ()
+    kept: str = "fp32"
+    end_to_end_ms: Mapping[str, float] | None = None
+    seconds: float | None = None
+    # per partition of the plan kept: its share of the budget (None: fp32)
+    partition_used: tuple[float | None, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "segments": self.segments,
+                "variants": [v.to_dict() for v in self.variants], "kept": self.kept,
+                "end_to_end_ms": dict(self.end_to_end_ms or {}), "seconds": self.seconds,
+                "partition_used": list(self.partition_used)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PrecisionRecord:
+        return cls(str(data["status"]), int(data.get("segments", 0)),
+                   tuple(VariantRecord.from_dict(v) for v in data.get("variants", ())),
+                   str(data.get("kept", "fp32")), dict(data.get("end_to_end_ms") or {}),
+                   data.get("seconds"), tuple(data.get("partition_used", ())))
+
+
+@dataclass(frozen=True)
 class SearchStats(Mapping[str, Any]):
     """Statistics of one placement. Every field is optional: a greedy plan has no race, a
     remembered plan measured nothing."""
@@ -67,6 +127,7 @@ class SearchStats(Mapping[str, Any]):
     fallback_from: tuple[str, ...] | None = None  # backends an artifact load re-placed
     # the plan against the reference on the user's validation samples, after the search
     accuracy: AccuracyReport | None = None
+    precision: PrecisionRecord | None = None  # the search of precision variants
 
     # -- the mapping view ------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -100,6 +161,8 @@ class SearchStats(Mapping[str, Any]):
             values["fallback_from"] = tuple(values["fallback_from"])
         if "accuracy" in values and not isinstance(values["accuracy"], AccuracyReport):
             values["accuracy"] = AccuracyReport.from_dict(values["accuracy"])
+        if "precision" in values and not isinstance(values["precision"], PrecisionRecord):
+            values["precision"] = PrecisionRecord.from_dict(values["precision"])
         if "end_to_end_ms" in values:
             values["end_to_end_ms"] = dict(values["end_to_end_ms"])
         return cls(**values)
@@ -109,7 +172,7 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(SearchStats))  # the view's s
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, AccuracyReport):
+    if isinstance(value, AccuracyReport | PrecisionRecord):
         return value.to_dict()
     if isinstance(value, tuple) and value and isinstance(value[0], InvalidCandidate):
         return [v.to_dict() for v in value]
@@ -120,4 +183,4 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["InvalidCandidate", "SearchStats", "Timing"]
+__all__ = ["InvalidCandidate", "PrecisionRecord", "SearchStats", "Timing", "VariantRecord"]

@@ -62,7 +62,9 @@ def save(compiled: CompiledModel, path: Path) -> Path:
     for i, (part, built) in enumerate(zip(compiled.plan.partitions, compiled.parts,
                                           strict=True)):
         name = f"partitions/{i:03d}.onnx"
-        submodel = extract_submodel(compiled.model, compiled.model.node_set(part.nodes))
+        # a lower-precision partition keeps its prepared form: loading quantizes nothing
+        submodel = built.prepared_form() or extract_submodel(
+            compiled.model, compiled.model.node_set(part.nodes))
         entries[name] = _externalize(submodel, tensors)
         backend = backends.get(built.backend)
         record: dict[str, Any] = {"target": str(part.target), "built_as": str(built.target),

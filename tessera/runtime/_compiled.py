@@ -20,6 +20,7 @@ from tessera.ir import Model, Samples, SampleSource, extract_submodel, load_mode
 from tessera.placement import FALLBACK, Built, PinSpec, Plan, Progress, place
 from tessera.runtime._accuracy import with_accuracy
 from tessera.runtime._artifact import save
+from tessera.runtime._calibration import Activations
 from tessera.runtime._warm import compile_partition
 
 if TYPE_CHECKING:
@@ -135,12 +136,15 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
     loaded = model if isinstance(model, Model) else load_model(model, verify=config.options.verify)
     checked = Samples.load(samples, loaded) if samples is not None else None  # fail early
     prepare_environment(len(config.priority))
-    placed = place(loaded, config, pins=pins, builder=RuntimeBuilder(), build=True,
-                   progress=progress)
+    builder = RuntimeBuilder(checked)
+    placed = place(loaded, config, pins=pins, builder=builder, build=True,
+                   progress=progress, samples=checked)
+    builder.release()
     assert placed.built is not None  # build=True with a builder always builds
     compiled = assemble(loaded, config, placed.plan,
                         [p for p in placed.built.parts if p is not None])
-    with_accuracy(compiled, checked)
+    if compiled.plan.stats.accuracy is None:  # the precision search measured it already
+        with_accuracy(compiled, checked)
     return compiled
 
 
@@ -156,11 +160,14 @@ def partition(model: Any, config: Any = None, partitioner: str | None = None,
     config = as_config(config, options)
     loaded = model if isinstance(model, Model) else load_model(model, verify=config.options.verify)
     checked = Samples.load(samples, loaded) if samples is not None else None
-    builder = RuntimeBuilder()
-    plan = place(loaded, config, pins=pins, builder=builder, progress=progress).plan
-    if checked is None:
+    builder = RuntimeBuilder(checked)
+    placed = place(loaded, config, pins=pins, builder=builder, progress=progress,
+                   build=checked is not None, samples=checked)
+    builder.release()
+    plan = placed.plan
+    if checked is None or plan.stats.accuracy is not None:
         return plan
-    built = builder.build(loaded, config, plan)
+    built = placed.built or builder.build(loaded, config, plan)
     if not isinstance(built.runnable, CompiledModel):
         raise CompileError("the plan failed to build, so its accuracy cannot be measured: "
                            + "; ".join(f"partition {i}: {why}"
@@ -169,36 +176,68 @@ def partition(model: Any, config: Any = None, partitioner: str | None = None,
 
 
 class RuntimeBuilder:
-    """Builds plans for placement's race and guard (`tessera.placement.Builder`)."""
+    """Builds plans for placement's race and guard (`tessera.placement.Builder`). Within one
+    compile it keeps what it compiled, so plans that share partitions (the precision
+    search's) compile each partition once; `release` lets them go."""
 
-    def build(self, model: Model, config: CompilationConfig, plan: Plan) -> Built:
+    def __init__(self, samples: Samples | None = None) -> None:
+        self.samples = samples  # what calibrates a static int8 partition the user asked for
+        self._memo: dict[tuple[str, tuple[str, ...]], Compiled] = {}
+        self._activations: dict[str, Activations] = {}
+
+    def build(self, model: Model, config: CompilationConfig, plan: Plan,
+              samples: Samples | None = None) -> Built:
         policy = policy_for(config, plan)
+        samples = samples if samples is not None else self.samples
+        activations = None
+        if samples is not None:
+            key = f"{model.content_digest}|{samples.digest}"
+            activations = self._activations.setdefault(key, Activations(model, samples))
         parts, failures = build_partitions(model, plan, policy,
-                                           warm=config.options.compile_cache)
+                                           warm=config.options.compile_cache,
+                                           activations=activations, memo=self._memo)
         runnable = None if failures else assemble(
             model, config, plan, [p for p in parts if p is not None], policy)
         return Built(plan, tuple(parts), failures, runnable)
 
+    def release(self) -> None:
+        self._memo.clear()
+        self._activations.clear()
 
-def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bool = False
+
+def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bool = False,
+                     activations: Activations | None = None,
+                     memo: dict[tuple[str, tuple[str, ...]], Compiled] | None = None
                      ) -> tuple[list[Compiled | None], dict[int, str]]:
     """Each partition compiled under the plan's thread policy (through the warm cache of
     compiled partitions with `warm`; None where it failed), and why the failed ones failed.
+    A partition whose target quantizes with calibration data gets it from `activations`.
     The reference's own failure is raised: nothing can stand in for it."""
     parts: list[Compiled | None] = []
     failures: dict[int, str] = {}
     for i, part in enumerate(plan.partitions):
         target = policy.apply(part.target)
+        key = (str(target), part.nodes)
+        if memo is not None and key in memo:
+            parts.append(memo[key])
+            continue
         mask = model.node_set(part.nodes)
         submodel = extract_submodel(model, mask)
+        backend = backends.get(target.kind.name)
+        calibration = activations.for_partition(model.dataflow.boundary(mask)[0]) \
+            if activations is not None and backend.calibrated(target) else None
         try:
-            compiled = (compile_partition(model, mask, submodel, target) if warm else
-                        backends.get(target.kind.name).compile(submodel, target, check=False))
+            compiled = (compile_partition(model, mask, submodel, target,
+                                          calibration=calibration) if warm else
+                        backend.compile(submodel, target, check=False,
+                                        calibration=calibration))
         except CompileError as err:
             if part.kind == FALLBACK.kind.name:
                 raise
             failures[i] = f"compile failed: {first_line(err)}"
             compiled = None
+        if memo is not None and compiled is not None:
+            memo[key] = compiled
         parts.append(compiled)
     return parts, failures
 

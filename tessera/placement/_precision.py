@@ -1,0 +1,312 @@
+"""Precision under an accuracy budget, on the user's samples. After the fp32 decision, each
+precision variant its backends offer (`onnxruntime -precision=int8 -int8-recipe=static`,
+`... dynamic`, `openvino -precision=int8`) is tried on the segments of the plan
+(`_segments.py`), calibrated on the samples' even half and judged against the reference on
+the odd half:
+
+1. every variant runs on every segment it supports, and the fp32 plan and these whole-model
+   variants race end to end; a variant no faster than fp32 is dropped (dynamic int8 makes
+   convolutions 5-11x slower);
+2. a variant that misses the budget on the whole model is measured one segment at a time,
+   and the segments that cost the least error per unit of work stay quantized while their
+   errors sum within the budget; the plan is measured again and, while it misses, the most
+   sensitive segment left goes back to fp32 (NNCF's accuracy control, by partition);
+3. each variant's plan that meets the budget, its neighbours of one target merged, races
+   the fp32 plan, and the fastest is kept.
+
+Only measured plans are kept: the plan returned meets the budget on the validation samples,
+and its report is the plan's `accuracy`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tessera import backends
+from tessera._private.accuracy import AccuracyBudget, AccuracyReport, measure
+from tessera._private.text import first_line
+from tessera._private.timing import Clock
+from tessera.config import CompilationConfig
+from tessera.ir import Model, Samples
+from tessera.placement._builder import Builder, Built
+from tessera.placement._plan import Partition, Plan, make_partitions
+from tessera.placement._race import race
+from tessera.placement._segments import Segment, segments
+from tessera.placement._stats import PrecisionRecord, VariantRecord
+from tessera.placement._support import FALLBACK, SupportTable
+from tessera.target import Target
+
+FASTER = 0.97  # a variant must beat fp32 by this much on the whole model to be searched
+FILL = 0.9  # the share of the budget the predicted errors may use before measuring
+
+
+def variants_of(config: CompilationConfig) -> list[Target]:
+    """Every precision variant the config's targets offer, in priority order."""
+    found: list[Target] = []
+    for target in config.priority:
+        backend = backends.get(target.kind.name)
+        if backend.is_available().ok:
+            found += [v for v in backend.precision_variants(target) if v not in found]
+    return found
+
+
+def not_tried(config: CompilationConfig, samples: Samples | None) -> str | None:
+    """Why no precision variant is tried for this compile, or None when they are."""
+    if config.options.accuracy is None:
+        return "no accuracy budget: give one (accuracy='cosine>=0.999') with samples"
+    if samples is None:
+        return "no samples: precision variants are judged on the user's samples only"
+    if not variants_of(config):
+        return "no target offers a precision variant (onnxruntime and openvino do)"
+    return None
+
+
+def budget_used(report: AccuracyReport, budget: AccuracyBudget) -> float:
+    """How much of the budget the worst output uses: 1.0 at the bound, above it a miss.
+    A lower bound L on a similarity (cosine, top1) allows 1 - L of loss; an upper bound
+    on an error allows the bound itself."""
+    used = 0.0
+    for bound in budget.bounds:
+        for m in report.values:
+            if m.metric != bound.metric:
+                continue
+            if bound.op == ">=":
+                loss, allowed = 1.0 - m.value, 1.0 - bound.limit
+            else:
+                loss, allowed = m.value, bound.limit
+            share = loss / allowed if allowed > 0 else (0.0 if loss <= 0 else float("inf"))
+            used = max(used, share)
+    return used
+
+
+@dataclass
+class _Judge:
+    """Builds plans and measures them on the validation samples."""
+
+    model: Model
+    config: CompilationConfig
+    builder: Builder
+    samples: Samples
+    budget: AccuracyBudget
+    reference: list[dict[str, Any]]
+    feeds: list[Mapping[str, Any]]
+
+    def accuracy(self, plan: Plan) -> tuple[Built, AccuracyReport | None, str]:
+        built = self.builder.build(self.model, self.config, plan, self.samples)
+        if built.failures or built.runnable is None:
+            return built, None, "failed to build: " + first_line(
+                "; ".join(built.failures.values()))
+        try:
+            got = [built.runnable.run(feed) for feed in self.feeds]
+        except Exception as err:  # a quantized form that cannot run is not kept
+            return built, None, f"failed to run: {first_line(err)}"
+        return built, measure(got, self.reference, self.budget), ""
+
+
+def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_built: Built,
+                     builder: Builder, samples: Samples, clock: Clock = time.perf_counter,
+                     pins: Mapping[int, Target] | None = None) -> tuple[Plan, Built]:
+    """The fastest plan that meets the config's accuracy budget: `fp32` itself, or one with
+    some of its segments in a lower precision."""
+    started = clock()
+    budget = config.options.accuracy
+    assert budget is not None
+    _, validation = samples.split()
+    feeds = list(validation)
+    reference_model = backends.get(FALLBACK.kind.name).compile(model.proto, check=False)
+    judge = _Judge(model, config, builder, samples, budget,
+                   [reference_model.run(feed) for feed in feeds], feeds)
+    table = SupportTable.build(model, config, None, pins or {})  # pinned nodes stay
+    flow = model.dataflow
+    order = [flow.names.index(n) for p in fp32.partitions for n in p.nodes]
+    fp32_of = {flow.names.index(n): p.target for p in fp32.partitions for n in p.nodes}
+    cut = segments(flow, order)
+    assert fp32_built.runnable is not None
+    fp32_report = measure([fp32_built.runnable.run(f) for f in feeds], judge.reference, budget)
+
+    variants = variants_of(config)
+    records: dict[str, VariantRecord] = {}
+    whole: dict[str, tuple[Target, Plan, Built, AccuracyReport]] = {}
+    for variant in variants:
+        chosen = tuple(s.index for s in cut if _runs(table, s, variant))
+        if not chosen:
+            records[str(variant)] = VariantRecord(str(variant), note="runs no segment")
+            continue
+        # as one would quantize it by hand: every segment it runs, neighbours merged
+        plan = _plan(flow, cut, order, fp32_of, dict.fromkeys(chosen, variant), fp32,
+                     merge=True)
+        built, report, why = judge.accuracy(plan)
+        if report is None:
+            records[str(variant)] = VariantRecord(str(variant), note=why)
+            continue
+        whole[str(variant)] = (variant, plan, built, report)
+        records[str(variant)] = VariantRecord(str(variant), whole_used=budget_used(report, budget),
+                                              segments=chosen)
+    timed = race({"fp32": fp32_built.runnable,
+                  **{n: b.runnable for n, (_, _, b, _) in whole.items() if b.runnable}},
+                 clock=clock)
+    base_ms = timed["fp32"]
+    candidates: dict[str, tuple[Plan, Built, AccuracyReport]] = {}
+    for name, (variant, plan, built, report) in sorted(
+            whole.items(), key=lambda item: timed[item[0]]):
+        record = replace(records[name], whole_ms=timed[name])
+        if timed[name] >= base_ms * FASTER:
+            records[name] = replace(record, note=f"no faster than fp32 on the whole model "
+                                                 f"({timed[name]:.3f} vs {base_ms:.3f} ms)")
+            continue
+        final: tuple[Plan, Built, AccuracyReport] | None
+        if report.met:
+            kept: tuple[int, ...] = record.segments
+            final = (plan, built, report)
+        else:
+            kept, final, record = _within_budget(judge, flow, cut, order, fp32_of, fp32,
+                                                 variant, record)
+        if final is None:
+            records[name] = replace(record, note=record.note or "no segment set meets the budget")
+            continue
+        merged = _merged(judge, final[0])
+        final = merged or final
+        records[name] = replace(record, kept=kept, met=True)
+        candidates[name] = final
+    builder_release = getattr(builder, "release", None)
+    if not candidates:
+        if callable(builder_release):
+            builder_release()
+        return _finish(fp32, fp32_built, fp32_report, records, "fp32", cut, flow.names,
+                       {"fp32": base_ms}, clock() - started)
+    finals = race({"fp32": fp32_built.runnable,
+                   **{n: b.runnable for n, (_, b, _) in candidates.items() if b.runnable}},
+                  clock=clock)
+    winner = min(finals, key=lambda n: (finals[n], n != "fp32"))
+    if winner == "fp32":
+        plan, built, report = fp32, fp32_built, fp32_report
+    else:
+        plan, built, report = candidates[winner]
+    result = _finish(plan, built, report, records, winner, cut, flow.names, finals,
+                     clock() - started)
+    if callable(builder_release):
+        builder_release()
+    return result
+
+
+def _runs(table: SupportTable, segment: Segment, variant: Target) -> bool:
+    """Whether every node of `segment` may run on `variant`'s backend."""
+    return all(any(t.kind.name == variant.kind.name for t in table.allowed[i])
+               and i not in table.pinned for i in segment.nodes)
+
+
+def _plan(flow: object, cut: Sequence[Segment], order: Sequence[int],
+          fp32_of: Mapping[int, Target], quantized: Mapping[int, Target], fp32: Plan,
+          merge: bool = False) -> Plan:
+    """The plan with the segments in `quantized` on their variant and the rest as in
+    `fp32`, one partition per segment and fp32 target (neighbours merged with `merge`)."""
+    from tessera.ir import DataflowGraph, bits
+
+    assert isinstance(flow, DataflowGraph)
+    runs: list[tuple[list[int], Target]] = []
+    for segment in cut:
+        variant = quantized.get(segment.index)
+        for position, node in enumerate(segment.nodes):
+            target = variant or fp32_of[node]
+            if runs and runs[-1][1] == target and (merge or position > 0):
+                runs[-1][0].append(node)
+            else:
+                runs.append(([node], target))
+    parts = make_partitions(flow, [(bits(nodes), target, None) for nodes, target in runs])
+    return Plan(parts, fp32.partitioner, fp32.reasons, fp32.decisions, fp32.stats)
+
+
+def _within_budget(judge: _Judge, flow: object, cut: Sequence[Segment], order: Sequence[int],
+                   fp32_of: Mapping[int, Target], fp32: Plan, variant: Target,
+                   record: VariantRecord
+                   ) -> tuple[tuple[int, ...], tuple[Plan, Built, AccuracyReport] | None,
+                              VariantRecord]:
+    """The segments of `variant` that keep the plan within the budget, chosen by their
+    error measured one at a time, and the plan measured with them."""
+    used: dict[int, float] = {}
+    for index in record.segments:
+        _, report, _ = judge.accuracy(_plan(flow, cut, order, fp32_of, {index: variant}, fp32))
+        used[index] = budget_used(report, judge.budget) if report is not None else float("inf")
+    weight = {s.index: s.weight for s in cut}
+    # least error per unit of work first, while the predicted errors sum within the budget
+    ranked = sorted(used, key=lambda i: (used[i] / weight[i], i))
+    kept: list[int] = []
+    total = 0.0
+    for index in ranked:
+        if total + used[index] <= FILL:
+            kept.append(index)
+            total += used[index]
+    record = replace(record, segment_used=tuple(sorted(used.items())))
+    reverted = 0
+    while kept:
+        plan = _plan(flow, cut, order, fp32_of, dict.fromkeys(kept, variant), fp32)
+        built, report, _ = judge.accuracy(plan)
+        if report is not None and report.met:
+            return tuple(sorted(kept)), (plan, built, report), replace(
+                record, reverted=reverted)
+        worst = max(kept, key=lambda i: (used[i], i))  # the most sensitive goes back
+        kept.remove(worst)
+        reverted += 1
+    return (), None, replace(record, reverted=reverted)
+
+
+def _merged(judge: _Judge, plan: Plan) -> tuple[Plan, Built, AccuracyReport] | None:
+    """`plan` with neighbouring partitions of one target merged, when it still meets the
+    budget (a static int8 form calibrated as one piece differs slightly)."""
+    runs: list[tuple[list[Partition], Target]] = []
+    for part in plan.partitions:
+        if runs and runs[-1][1] == part.target:
+            runs[-1][0].append(part)
+        else:
+            runs.append(([part], part.target))
+    if len(runs) == len(plan.partitions):
+        return None
+    flow = judge.model.dataflow
+    groups = [(judge.model.node_set([n for p in parts for n in p.nodes]), target, None)
+              for parts, target in runs]
+    merged = replace(plan, partitions=make_partitions(flow, groups))
+    built, report, _ = judge.accuracy(merged)
+    return (merged, built, report) if report is not None and report.met else None
+
+
+def _finish(plan: Plan, built: Built, report: AccuracyReport,
+            records: Mapping[str, VariantRecord], kept: str, cut: Sequence[Segment],
+            names: Sequence[str], timings: Mapping[str, float], seconds: float
+            ) -> tuple[Plan, Built]:
+    chosen = records.get(kept)
+    record = PrecisionRecord(status="searched", segments=len(cut),
+                             variants=tuple(records.values()), kept=kept,
+                             end_to_end_ms=dict(timings), seconds=round(seconds, 3),
+                             partition_used=_partition_shares(plan, chosen, cut, names))
+    decisions = dict(plan.decisions)
+    for part in plan.partitions:
+        if chosen is not None and part.target == Target(chosen.target):
+            for node in part.nodes:
+                decisions[node] = (f"{part.target}: quantized within the accuracy budget "
+                                   f"{report.budget} on the validation samples, faster end "
+                                   f"to end than fp32; was: {plan.decisions.get(node, '')}")
+    plan = replace(plan, decisions=decisions).with_stats(accuracy=report, precision=record)
+    return plan, replace(built, plan=plan)
+
+def _partition_shares(plan: Plan, chosen: VariantRecord | None, cut: Sequence[Segment],
+                      names: Sequence[str]) -> tuple[float | None, ...]:
+    """Each partition's share of the budget: the shares its quantized segments used when
+    measured alone (the whole model's, when no segment was measured alone); None for fp32."""
+    if chosen is None:
+        return tuple(None for _ in plan.partitions)
+    alone = dict(chosen.segment_used)
+    segment_of = {names[n]: s.index for s in cut for n in s.nodes}
+    shares: list[float | None] = []
+    for part in plan.partitions:
+        if part.target != Target(chosen.target):
+            shares.append(None)
+            continue
+        held = dict.fromkeys(segment_of[n] for n in part.nodes)
+        shares.append(round(sum(alone[i] for i in held), 4) if alone and all(
+            i in alone for i in held) else chosen.whole_used)
+    return tuple(shares)
+
+
+__all__ = ["budget_used", "not_tried", "search_precision", "variants_of"]

@@ -1,0 +1,174 @@
+"""Precision variants under an accuracy budget: the budget share, the greedy choice of the
+segments that stay quantized (with a FAKE judge: a test of the search algorithm only), and
+real compiles on the user's samples checked against the reference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import backends, zoo
+from tessera._private.accuracy import AccuracyBudget, AccuracyReport, Measured
+from tessera.config import CompilationConfig
+from tessera.ir import load_model
+from tessera.placement import Plan
+from tessera.placement._plan import make_partitions
+from tessera.placement._precision import (
+    _within_budget,
+    budget_used,
+    not_tried,
+    variants_of,
+)
+from tessera.placement._segments import segments
+from tessera.placement._stats import VariantRecord
+from tessera.target import Target
+
+
+def _report(budget: str, **values: float) -> AccuracyReport:
+    parsed = AccuracyBudget.parse(budget)
+    return AccuracyReport(4, tuple(Measured(m.replace("_", "-"), "y", v)
+                                   for m, v in values.items()), parsed)
+
+
+def test_budget_used_is_the_worst_share_of_each_bound() -> None:
+    assert budget_used(_report("cosine>=0.999", cosine=0.9995), AccuracyBudget.parse(
+        "cosine>=0.999")) == pytest.approx(0.5)
+    both = AccuracyBudget.parse("cosine>=0.99,top1>=0.9")
+    assert budget_used(_report(str(both), cosine=0.995, top1=0.7), both) == pytest.approx(3.0)
+    errors = AccuracyBudget.parse("max-abs<=0.01")
+    assert budget_used(_report(str(errors), max_abs=0.02), errors) == pytest.approx(2.0)
+    exact = AccuracyBudget.parse("cosine>=1.0")
+    assert budget_used(_report(str(exact), cosine=1.0), exact) == 0.0
+    assert budget_used(_report(str(exact), cosine=0.9), exact) == float("inf")
+
+
+def test_not_tried_says_why() -> None:
+    with_budget = CompilationConfig.create("onnxruntime", accuracy="cosine>=0.999")
+    assert "no samples" in str(not_tried(with_budget, None))
+    assert "no accuracy budget" in str(not_tried(CompilationConfig.create("onnxruntime"),
+                                                 None))
+    reference_only = CompilationConfig.create("reference", accuracy="cosine>=0.999")
+    model = load_model(zoo.export("mlp"))
+    from tessera.ir import Samples
+
+    samples = Samples.load([zoo.example_inputs("mlp", seed=s) for s in range(2)], model)
+    assert "no target offers" in str(not_tried(reference_only, samples))
+    assert not_tried(with_budget, samples) is None
+
+
+def test_variants_are_offered_per_target_and_a_precision_the_user_set_is_kept() -> None:
+    assert [str(v) for v in variants_of(CompilationConfig.create("onnxruntime,cpu"))] == [
+        "onnxruntime -precision=int8 -int8-recipe=static",
+        "onnxruntime -precision=int8 -int8-recipe=dynamic"]
+    chosen = CompilationConfig.create("openvino,onnxruntime -precision=int8 "
+                                      "-int8-recipe=dynamic,cpu")
+    assert [str(v) for v in variants_of(chosen)][:1] == ["openvino -precision=int8"]
+    assert not any(v.kind.name == "onnxruntime" for v in variants_of(chosen))
+
+
+@dataclass
+class FakeJudge:
+    """FAKE, for the search algorithm only: each quantized segment costs a fixed share of
+    a cosine budget, and the shares add up (as 1 - cosine roughly does)."""
+
+    model: object
+    budget: AccuracyBudget
+    loss: dict[int, float]
+    owner: dict[str, int]
+    variant: Target
+    measured: list[tuple[int, ...]]
+
+    def accuracy(self, plan: Plan) -> tuple[None, AccuracyReport, str]:
+        quantized = sorted({self.owner[n] for p in plan.partitions if p.target == self.variant
+                            for n in p.nodes})
+        self.measured.append(tuple(quantized))
+        cosine = 1.0 - sum(self.loss[i] for i in quantized)
+        return None, AccuracyReport(4, (Measured("cosine", "y", cosine),), self.budget), ""
+
+
+def test_the_least_sensitive_segments_stay_quantized_and_the_worst_go_back() -> None:
+    model = load_model(zoo.export("bert-tiny"))
+    flow = model.dataflow
+    order = list(range(len(flow)))
+    cut = segments(flow, order, 4)
+    assert len(cut) >= 3
+    fp32_target, variant = Target("onnxruntime"), Target("onnxruntime -precision=int8")
+    fp32 = Plan(make_partitions(flow, [(flow.all_nodes(), fp32_target, None)]), "collage")
+    budget = AccuracyBudget.parse("cosine>=0.999")
+    # the first segment alone blows the budget; the rest fit, but not all together with
+    # the second (0.0004 + 0.0003 + 0.0002 + ... > 0.0009 is found only by measuring)
+    loss = {s.index: 0.0002 for s in cut}
+    loss[0], loss[1] = 0.01, 0.0004
+    judge = FakeJudge(model, budget, loss,
+                      {flow.names[n]: s.index for s in cut for n in s.nodes}, variant, [])
+    fp32_of = dict.fromkeys(order, fp32_target)
+    record = VariantRecord(str(variant), segments=tuple(s.index for s in cut))
+    kept, final, record = _within_budget(judge, flow, cut, order, fp32_of, fp32,  # type: ignore[arg-type]
+                                         variant, record)
+    assert 0 not in kept and final is not None
+    assert final[2].met
+    assert 1 - sum(loss[i] for i in kept) >= 0.999
+    # every segment was measured alone first
+    assert judge.measured[:len(cut)] == [(s.index,) for s in cut]
+    assert dict(record.segment_used)[0] == pytest.approx(10.0)
+    assert all(p.target in (fp32_target, variant) for p in final[0].partitions)
+
+
+def _samples(name: str, count: int) -> list[dict[str, np.ndarray]]:
+    return [zoo.example_inputs(name, seed=s) for s in range(count)]
+
+
+@pytest.mark.slow
+def test_compile_searches_precision_on_samples_within_the_budget() -> None:
+    name = "resnet-tiny"
+    samples = _samples(name, 8)
+    compiled = tessera.compile(zoo.export(name), "onnxruntime", samples=samples,
+                               accuracy="cosine>=0.999")
+    stats = compiled.plan.stats
+    assert stats.precision is not None and stats.precision.status == "searched"
+    tried = {v.target for v in stats.precision.variants}
+    assert any("int8-recipe=static" in t for t in tried)
+    assert any("int8-recipe=dynamic" in t for t in tried)
+    assert stats.accuracy is not None and stats.accuracy.met
+    for part in compiled.plan.partitions:
+        assert Target(str(part.target)).attrs.get("precision") in (None, "fp32", "int8")
+    # the plan's outputs on the validation samples keep the budget against the reference
+    reference = backends.get("reference").compile(compiled.model.proto, check=False)
+    for feed in samples[1::2]:
+        got, want = compiled.run(feed), reference.run(feed)
+        for out, value in want.items():
+            a, b = got[out].ravel().astype(np.float64), value.ravel().astype(np.float64)
+            assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) >= 0.999
+    # warm: remembered, same plan
+    again = tessera.compile(zoo.export(name), "onnxruntime", samples=samples,
+                            accuracy="cosine>=0.999")
+    assert again.plan.stats.plan_cache is not None
+    assert [str(p.target) for p in again.plan.partitions] == \
+        [str(p.target) for p in compiled.plan.partitions]
+
+
+def test_without_samples_no_variant_is_tried_and_the_plan_says_so() -> None:
+    compiled = tessera.compile(zoo.export("mlp"), "onnxruntime", accuracy="cosine>=0.999")
+    record = compiled.plan.stats.precision
+    assert record is not None and record.status.startswith("not tried: no samples")
+    assert all(Target(str(p.target)).attrs.get("precision") is None
+               for p in compiled.plan.partitions)
+
+
+@pytest.mark.slow
+def test_a_static_int8_artifact_loads_without_calibration_or_cache(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    name = "resnet-tiny"
+    samples = _samples(name, 4)
+    compiled = tessera.compile(zoo.export(name), "onnxruntime -precision=int8",
+                               samples=samples)
+    assert [Target(str(p.target)).attrs["precision"] for p in compiled.plan.partitions] == \
+        ["int8"]
+    path = compiled.save(tmp_path / "m.tess")
+    monkeypatch.setenv("TESSERA_CACHE", str(tmp_path / "empty-cache"))
+    loaded = tessera.load(path)
+    feed = samples[1]
+    for out, value in compiled.run(feed).items():
+        np.testing.assert_allclose(loaded.run(feed)[out], value, rtol=1e-5, atol=1e-5)
