@@ -427,6 +427,8 @@ def markdown(result: dict[str, Any]) -> str:
              f"geometric mean over the {s['throughput_vs_latency_plan_cnn_models']} CNN(s): "
              f"{_x(s['throughput_vs_latency_plan_cnn_geomean'])} (higher is more "
              "inferences/s)", ""]
+    for name, error in result.get("failed", {}).items():
+        lines += [f"## {name}", "", f"Not measured: {error}", ""]
     for r in result["results"]:
         lines += [f"## {r['model']}", "", f"Budget `{r['budget']}`. Best native fp32: "
                   f"{r['best_native'] or 'none'} ({_x(r['best_native_speedup_vs_ort'])}); "
@@ -479,13 +481,20 @@ def main(argv: Sequence[str] | None = None) -> int:
               "runs_per_caller": PER_CALLER}
     args.out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
+    failed: dict[str, str] = {}  # a model that could not be benchmarked at all, and why
     with tempfile.TemporaryDirectory(prefix="tessera-precision-") as tmp:
         for name in args.models:
             began = time.perf_counter()
-            results.append(bench_model(name, args.rounds, args.seconds, Path(tmp)))
-            results[-1]["wall_seconds"] = round(time.perf_counter() - began, 1)
-            print(f"{name}: {results[-1]['wall_seconds']} s", file=sys.stderr, flush=True)
-            result = {**header, "results": results, "summary": summary(results)}
+            try:
+                results.append(bench_model(name, args.rounds, args.seconds, Path(tmp)))
+                results[-1]["wall_seconds"] = round(time.perf_counter() - began, 1)
+            except Exception as err:
+                failed[name] = first_line(err)
+            print(f"{name}: {round(time.perf_counter() - began, 1)} s"
+                  + (f", failed: {failed[name]}" if name in failed else ""),
+                  file=sys.stderr, flush=True)
+            result = {**header, "results": results, "failed": failed,
+                      "summary": summary(results)}
             (args.out / "precision.json").write_text(json.dumps(result, indent=2) + "\n")
             (args.out / "precision.md").write_text(markdown(result))  # partial, model by model
     print(markdown(result))
