@@ -37,14 +37,15 @@ class Measured:
                 "spread": round(self.spread, 4)}
 
 
-def in_rounds(blocks: Mapping[str, Block], *, rounds: int = 3,
-              seconds: float = 0.5) -> dict[str, Measured]:
+def in_rounds(blocks: Mapping[str, Block], *, rounds: int = 3, seconds: float = 0.5,
+              min_runs: int = 10, warmup: int = 3) -> dict[str, Measured]:
     medians: dict[str, list[float]] = {label: [] for label in blocks}
     runs = dict.fromkeys(blocks, 0)
     for _ in range(rounds):
         for label, block in blocks.items():
             run, before = block if isinstance(block, tuple) else (block, None)
-            latency = time_block(run, seconds=seconds, before=before)
+            latency = time_block(run, seconds=seconds, before=before, min_runs=min_runs,
+                                 warmup=warmup)
             medians[label].append(latency.median_ms)
             runs[label] += latency.runs
     return {label: Measured(round(statistics.median(m), 4), round(min(m), 4),

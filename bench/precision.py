@@ -1,12 +1,28 @@
-"""Precision benchmark: each int8 recipe against fp32, per backend, on whole models.
+"""Precision and objective: what int8 under an accuracy budget buys, against what a user gets
+from the libraries directly.
 
-For each model, every configuration (onnxruntime fp32, onnxruntime int8 dynamic, onnxruntime
-int8 static, openvino f32, openvino int8) compiles the whole model as one partition and runs
-the same inputs; the static recipes calibrate on a few random samples. Configurations are timed
-in rounds of blocks (bench/_rounds.py) and each int8 speed-up is the paired ratio over its own
-backend's float configuration, taken in the same run. The cosine similarity of each int8
-output with the float one is reported beside its speed.
-Writes bench/results/precision.{md,json}.
+Per model (batch 1), every row in the same run, on the same generated samples
+(`zoo.example_inputs(name, seed=s)`, s = 0..15): the even-indexed ones calibrate, the
+odd-indexed ones validate (the split `tessera.ir.Samples.split` makes). Every row's outputs on
+the validation samples are measured against the `reference` backend's outputs on the whole fp32
+model with `tessera._private.accuracy.measure`, against the budget `cosine>=0.999` (plus
+`top1>=0.99` for the classifiers). Rows:
+
+- `ORT fp32 defaults`: a plain onnxruntime.InferenceSession with default options (the baseline);
+- `OpenVINO fp32 defaults`: `openvino.Core().compile_model(path, "CPU")` (its hint recorded);
+  `best native fp32` is the faster of the two;
+- hand int8: onnxruntime.quantization's `quantize_dynamic` and `quantize_static` (QDQ,
+  calibrated on the calibration samples, after `quant_pre_process`), each run on ONNX Runtime
+  and on OpenVINO; `best hand int8` is the fastest of them that meets the budget;
+- `tessera latency`: `tessera.compile(path, "openvino,onnxruntime,cpu", samples=..,
+  accuracy=..)`, compiled cold (empty caches) before any timing;
+- `tessera throughput`: the same with `objective="throughput", concurrency=2`, timed as
+  inferences per second with 2 concurrent callers, beside the latency plan and ONNX Runtime
+  timed the same way.
+
+Every row is timed in rounds of blocks (bench/_rounds.py); ratios are paired within rounds
+against `ORT fp32 defaults` of the same run. A row that misses the budget is marked and never
+chosen as a best. Writes bench/results/precision.{md,json} (`--out` for another directory).
 
     python -m bench.precision [--models resnet50 bert-base] [--rounds 3] [--seconds 0.5]
 """
@@ -14,77 +30,476 @@ Writes bench/results/precision.{md,json}.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
+import math
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
-from bench._rounds import in_rounds, machine, paired
-from tessera import backends, zoo
-from tessera.target import Target
+from bench._rounds import Measured, in_rounds, machine, paired
+from tessera import zoo
+from tessera._private.accuracy import AccuracyBudget, AccuracyReport, measure
 
-_CONFIGS = (("onnxruntime", "onnxruntime"),
-            ("onnxruntime", "onnxruntime -precision=int8 -int8-recipe=dynamic"),
-            ("onnxruntime", "onnxruntime -precision=int8 -int8-recipe=static"),
-            ("openvino", "openvino"),
-            ("openvino", "openvino -precision=int8"))
-_CALIBRATION_SAMPLES = 8
+MODELS = ["resnet50", "mobilenetv2", "efficientnet-b0", "bert-base", "vit-b16", "gpt2-small"]
+CLASSIFIERS = {"resnet50", "mobilenetv2", "efficientnet-b0", "vit-b16", "resnet-tiny",
+               "mobilenetv2-tiny"}
+CNNS = {"resnet50", "mobilenetv2", "efficientnet-b0", "resnet-tiny", "mobilenetv2-tiny"}
+CONFIG = "openvino,onnxruntime,cpu"
+SAMPLES = 16
+CONCURRENCY = 2
+PER_CALLER = 4  # runs each concurrent caller makes per timed call of a throughput block
+# (a timed call is already 8 inferences: fewer calls than a latency block's 10 suffice)
+OUT = Path(__file__).parent / "results"
+_ROOT = Path(__file__).resolve().parents[1]
 
+BASE = "ORT fp32 defaults"
+OV = "OpenVINO fp32 defaults"
+TESS = "tessera latency"
+TESS_THROUGHPUT = "tessera throughput"
+HAND = tuple(f"{lib} int8 {recipe}" for recipe in ("dynamic", "static")
+             for lib in ("ORT", "OpenVINO"))
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a.reshape(-1).astype(np.float64), b.reshape(-1).astype(np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-
-
-def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
-    model = onnx.load_model(str(zoo.export(name)))
-    feeds = zoo.example_inputs(name)
-    calibration = [zoo.example_inputs(name, seed=1 + i) for i in range(_CALIBRATION_SAMPLES)]
-    compiled, outputs = {}, {}
-    for backend_name, text in _CONFIGS:
-        backend = backends.get(backend_name)
-        if not backend.is_available().ok:
-            continue
-        target = Target(text)
-        runner = backend.compile(model, target, check=False,
-                                 calibration=calibration if backend.calibrated(target) else None)
-        compiled[text] = runner
-        outputs[text] = next(iter(runner.run(feeds).values()))
-    measured = in_rounds({text: (lambda r=runner: r.run(feeds)) for text, runner in
-                          compiled.items()}, rounds=rounds, seconds=seconds)
-    rows = []
-    for text in compiled:
-        base = "openvino" if text.startswith("openvino") else "onnxruntime"
-        rows.append({"target": text, "ms": measured[text].to_dict(),
-                     "speedup_vs_float": round(paired(measured[base], measured[text]), 3),
-                     "cosine_vs_float": round(_cosine(outputs[text], outputs[base]), 5)})
-    return {"model": name, "rows": rows}
+Feeds = Mapping[str, np.ndarray]
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["resnet50", "bert-base"])
+@dataclass
+class Row:
+    """One configuration of one model: how it runs, and what it measured."""
+
+    label: str
+    run: Callable[[Feeds], Any] | None = None  # the timed call
+    named: Callable[[Any], dict[str, np.ndarray]] = dict  # its result as named outputs
+    info: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    accuracy: AccuracyReport | None = None
+
+    @property
+    def meets(self) -> bool:
+        return self.accuracy is not None and bool(self.accuracy.met)
+
+
+def budget_for(name: str) -> AccuracyBudget:
+    return AccuracyBudget.parse("cosine>=0.999" + (",top1>=0.99" if name in CLASSIFIERS
+                                                   else ""))
+
+
+def first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+# -- the configurations ---------------------------------------------------------------------------
+def ort_row(label: str, model: str | bytes, outputs: list[str]) -> Row:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model)  # the defaults, as a user creates one
+    return Row(label, lambda feeds: session.run(None, feeds),
+               lambda result: dict(zip(outputs, result, strict=True)),
+               {"providers": session.get_providers()})
+
+
+def openvino_row(label: str, model: str | bytes, outputs: list[str]) -> Row:
+    import openvino as ov
+
+    core = ov.Core()
+    compiled = core.compile_model(model if isinstance(model, str) else core.read_model(model),
+                                  "CPU")
+    request = compiled.create_infer_request()
+    ports = list(compiled.outputs)
+    hint = str(compiled.get_property("PERFORMANCE_HINT"))
+    return Row(label, request.infer,
+               lambda result: {n: np.asarray(result[p]) for n, p in zip(outputs, ports,
+                                                                         strict=True)},
+               {"performance_hint": hint,
+                "streams": int(compiled.get_property("NUM_STREAMS"))})
+
+
+@contextlib.contextmanager
+def cold_caches(root: Path) -> Iterator[None]:
+    """tessera's caches (compiled partitions, plans, measured costs) in an empty directory,
+    so a compile is cold; the zoo's exported model was found before."""
+    saved = {k: os.environ.get(k) for k in ("TESSERA_CACHE", "TESSERA_COST_DB")}
+    os.environ["TESSERA_CACHE"] = str(root)
+    os.environ.pop("TESSERA_COST_DB", None)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def tessera_row(label: str, path: str, samples: list[dict[str, np.ndarray]],
+                budget: AccuracyBudget, cache: Path, **options: Any) -> Row:
+    from tessera.runtime import compile as compile_model  # tessera.compile
+    from tessera.target import Target
+
+    with cold_caches(cache):
+        began = time.perf_counter()
+        compiled = compile_model(path, CONFIG, samples=samples, accuracy=str(budget),
+                                 **options)
+        seconds = time.perf_counter() - began
+    plan = compiled.plan
+    parts = []
+    for part in plan.partitions:
+        attrs = Target(str(part.target)).attrs
+        precision = str(attrs.get("precision", "fp32"))  # a target without the attribute
+        recipe = attrs.get("int8-recipe")
+        parts.append({"target": str(part.target), "nodes": len(part.nodes),
+                      "precision": precision + (f" {recipe}" if recipe else "")})
+    reported = getattr(plan.stats, "accuracy", None)
+    return Row(label, compiled.run, dict,
+               {"compile_seconds": round(seconds, 2), "partitions": parts,
+                "plan": plan.summary(), "options": dict(options),
+                "reported_accuracy": reported.to_dict() if reported is not None else None})
+
+
+def build_rows(name: str, path: str, proto: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
+               budget: AccuracyBudget, work: Path) -> dict[str, Row]:
+    """Every configuration built, each failure recorded in its row; tessera's compiles come
+    last, so nothing else runs in the process while they measure."""
+    from tessera.backends._quantize import quantize
+
+    outputs = [o.name for o in proto.graph.output]
+    calibration = samples[0::2]
+    rows: dict[str, Row] = {}
+
+    def attempt(label: str, build: Callable[..., Row], *args: Any, **kwargs: Any) -> None:
+        began = time.perf_counter()
+        try:
+            rows[label] = build(label, *args, **kwargs)
+        except Exception as err:  # a row that fails to build is reported; the run goes on
+            rows[label] = Row(label, error=first_line(err))
+            print(f"  {name}: {label} failed to build: {first_line(err)}", file=sys.stderr)
+        rows[label].info.setdefault("build_seconds", round(time.perf_counter() - began, 2))
+
+    attempt(BASE, ort_row, path, outputs)
+    attempt(OV, openvino_row, path, outputs)
+    for recipe in ("dynamic", "static"):
+        began = time.perf_counter()
+        try:
+            quantized = quantize(proto, recipe, calibration if recipe == "static" else None,
+                                 backend="onnxruntime").SerializeToString()
+            failed = None
+        except Exception as err:
+            quantized, failed = b"", first_line(err)
+        seconds = round(time.perf_counter() - began, 2)
+        for lib, build in (("ORT", ort_row), ("OpenVINO", openvino_row)):
+            label = f"{lib} int8 {recipe}"
+            if failed:
+                rows[label] = Row(label, error=f"quantize_{recipe}: {failed}")
+                continue
+            attempt(label, build, quantized, outputs)
+            rows[label].info.update(recipe=recipe, quantize_seconds=seconds)
+        del quantized
+    attempt(TESS, tessera_row, path, samples, budget, work / "latency")
+    attempt(TESS_THROUGHPUT, tessera_row, path, samples, budget, work / "throughput",
+            objective="throughput", concurrency=CONCURRENCY)
+    return rows
+
+
+# -- timing ---------------------------------------------------------------------------------------
+class Callers:
+    """`CONCURRENCY` threads, each calling `run` `PER_CALLER` times in a loop per timed call:
+    the time of one call covers CONCURRENCY * PER_CALLER inferences."""
+
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(CONCURRENCY, "bench-caller")
+
+    def block(self, run: Callable[[Feeds], Any], feeds: Feeds) -> Callable[[], None]:
+        def loop() -> None:
+            for _ in range(PER_CALLER):
+                run(feeds)
+
+        def call() -> None:
+            for done in [self.pool.submit(loop) for _ in range(CONCURRENCY)]:
+                done.result()
+
+        return call
+
+    def close(self) -> None:
+        self.pool.shutdown()
+
+
+def per_second(m: Measured) -> float:
+    return round(CONCURRENCY * PER_CALLER * 1e3 / m.median_ms, 2) if m.median_ms else 0.0
+
+
+# -- one model ------------------------------------------------------------------------------------
+def bench_model(name: str, rounds: int, seconds: float, work: Path) -> dict[str, Any]:
+    from tessera import backends
+
+    path = str(zoo.export(name))
+    proto = onnx.load_model(path)
+    samples = [zoo.example_inputs(name, seed=s) for s in range(SAMPLES)]
+    validation = samples[1::2]
+    budget = budget_for(name)
+    began = time.perf_counter()
+    reference = backends.get("reference").compile(proto, check=False)
+    want = [reference.run(feeds) for feeds in validation]
+    reference_seconds = round(time.perf_counter() - began, 2)
+    del reference
+    rows = build_rows(name, path, proto, samples, budget, work / name)
+    del proto
+    latency, concurrent = measure_rows(rows, validation, want, budget, rounds, seconds)
+    result = summarise(name, budget, rows, latency, concurrent)
+    result["reference_seconds"] = reference_seconds
+    rows.clear()  # the sessions go before the next model loads (gpt2-small's are large)
+    gc.collect()
+    shutil.rmtree(work / name, ignore_errors=True)
+    return result
+
+
+def measure_rows(rows: Mapping[str, Row], validation: list[dict[str, np.ndarray]],
+                 want: list[dict[str, np.ndarray]], budget: AccuracyBudget, rounds: int,
+                 seconds: float) -> tuple[dict[str, Measured], dict[str, Measured]]:
+    """Each row's accuracy on the validation samples, then its latency, then (for the
+    baseline and the two tessera plans) its throughput with concurrent callers."""
+    for row in rows.values():
+        if row.run is not None:
+            try:
+                got = [row.named(row.run(feeds)) for feeds in validation]
+                row.accuracy = measure(got, want, budget)
+            except Exception as err:
+                row.error, row.run = f"running: {first_line(err)}", None
+    feeds = validation[0]
+    ready = {label: row.run for label, row in rows.items() if row.run is not None}
+    latency = in_rounds({label: (lambda r=run: r(feeds))  # type: ignore[misc]
+                         for label, run in ready.items()}, rounds=rounds, seconds=seconds)
+    callers = Callers()
+    try:
+        concurrent = in_rounds({label: callers.block(ready[label], feeds)
+                                for label in (BASE, TESS, TESS_THROUGHPUT) if label in ready},
+                               rounds=rounds, seconds=seconds, min_runs=3, warmup=1)
+    finally:
+        callers.close()
+    return latency, concurrent
+
+
+def accuracy_view(report: AccuracyReport | None) -> dict[str, Any] | None:
+    if report is None:
+        return None
+    cosines = [m.value for m in report.values if m.metric == "cosine"]
+    top1 = [m.value for m in report.values if m.metric == "top1"]
+    return {"met": report.met, "min_cosine": min(cosines) if cosines else None,
+            "top1": min(top1) if top1 else None, "report": report.to_dict()}
+
+
+def summarise(name: str, budget: AccuracyBudget, rows: Mapping[str, Row],
+              latency: Mapping[str, Measured], concurrent: Mapping[str, Measured]
+              ) -> dict[str, Any]:
+    base = latency.get(BASE)
+    table: dict[str, dict[str, Any]] = {}
+    for label, row in rows.items():
+        entry: dict[str, Any] = {"info": row.info, "accuracy": accuracy_view(row.accuracy),
+                                 "meets_budget": row.meets}
+        if row.error:
+            entry["error"] = row.error
+        if label in latency:
+            entry["ms"] = latency[label].to_dict()
+            entry["speedup_vs_ort"] = paired(base, latency[label]) if base else None
+        table[label] = entry
+
+    def fastest(labels: Sequence[str]) -> str | None:
+        timed = [lb for lb in labels if lb in latency and rows[lb].meets]
+        return min(timed, key=lambda lb: latency[lb].median_ms) if timed else None
+
+    best_native, best_hand = fastest([BASE, OV]), fastest(HAND)
+    tess = TESS if TESS in latency and rows[TESS].meets else None
+    throughput: dict[str, Any] = {}
+    cbase = concurrent.get(BASE)
+    for label, m in concurrent.items():
+        throughput[label] = {"per_second": per_second(m), "ms_per_call": m.to_dict(),
+                             "vs_ort": paired(cbase, m) if cbase else None,
+                             "meets_budget": rows[label].meets}
+    if TESS in concurrent and TESS_THROUGHPUT in concurrent:
+        throughput[TESS_THROUGHPUT]["vs_latency_plan"] = paired(concurrent[TESS],
+                                                                concurrent[TESS_THROUGHPUT])
+    return {
+        "model": name, "budget": str(budget), "samples": SAMPLES,
+        "calibration": len(range(0, SAMPLES, 2)), "validation": len(range(1, SAMPLES, 2)),
+        "rows": table, "best_native": best_native, "best_hand_int8": best_hand,
+        "best_native_speedup_vs_ort": table[best_native]["speedup_vs_ort"] if best_native
+        else None,
+        "best_hand_int8_speedup_vs_ort": table[best_hand]["speedup_vs_ort"] if best_hand
+        else None,
+        "tessera_met_budget": tess is not None,
+        "tessera_vs_best_hand_int8": paired(latency[best_hand], latency[TESS])
+        if best_hand and tess else None,
+        "throughput": throughput,
+        "concurrency": CONCURRENCY,
+    }
+
+
+# -- report ---------------------------------------------------------------------------------------
+def geomean(values: Sequence[float]) -> float | None:
+    return round(math.exp(statistics.fmean(math.log(v) for v in values)), 4) if values else None
+
+
+def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    versus_ort = [r["rows"][TESS]["speedup_vs_ort"] for r in results
+                  if r["tessera_met_budget"] and r["rows"][TESS].get("speedup_vs_ort")]
+    versus_hand = {r["model"]: r["tessera_vs_best_hand_int8"] for r in results}
+    ratios = {r["model"]: r["throughput"].get(TESS_THROUGHPUT, {}).get("vs_latency_plan")
+              for r in results}
+    cnn = [v for k, v in ratios.items() if k in CNNS and v]
+    return {"tessera_latency_vs_ort_geomean": geomean(versus_ort),
+            "tessera_latency_vs_ort_models": len(versus_ort),
+            "tessera_vs_best_hand_int8": versus_hand,
+            "throughput_vs_latency_plan": ratios,
+            "throughput_vs_latency_plan_cnn_geomean": geomean(cnn),
+            "throughput_vs_latency_plan_cnn_models": len(cnn)}
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value else "–"
+
+
+def _accuracy_cells(entry: dict[str, Any]) -> tuple[str, str, str]:
+    acc = entry.get("accuracy")
+    if not acc:
+        return "–", "–", "–"
+    cosine = f"{acc['min_cosine']:.5f}" if acc["min_cosine"] is not None else "–"
+    top1 = f"{acc['top1']:.3f}" if acc["top1"] is not None else "–"
+    return cosine, top1, "✓" if acc["met"] else "✗ misses budget"
+
+
+def _notes(label: str, entry: dict[str, Any]) -> str:
+    info = entry.get("info", {})
+    if entry.get("error"):
+        return f"not available: {entry['error']}".replace("|", "/")
+    if "performance_hint" in info:
+        return f"hint {info['performance_hint']}, {info['streams']} stream(s)"
+    if "partitions" in info:
+        parts = "; ".join(f"`{p['target']}` ({p['nodes']} nodes, {p['precision']})"
+                          for p in info["partitions"])
+        reported = info.get("reported_accuracy") or {}
+        met = reported.get("met")
+        return (f"cold compile {info['compile_seconds']:.1f} s; {parts}; plan reports budget "
+                f"{'met' if met else 'missed' if met is False else '?'}").replace("|", "/")
+    return ""
+
+
+def _line(label: str, entry: dict[str, Any], notes: str) -> str:
+    ms = f"{entry['ms']['median_ms']:.3f}" if "ms" in entry else "–"
+    cosine, top1, met = _accuracy_cells(entry)
+    return (f"| {label} | {ms} | {_x(entry.get('speedup_vs_ort'))} | {cosine} | {top1} "
+            f"| {met} | {notes} |")
+
+
+def markdown(result: dict[str, Any]) -> str:
+    s = result["summary"]
+    lines = ["# Precision and objective: int8 under an accuracy budget", "",
+             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
+             f"Machine: {result['machine']}", "",
+             f"Batch 1. {SAMPLES} generated samples per model (`zoo.example_inputs(name, "
+             f"seed=s)`, s = 0..{SAMPLES - 1}): the even-indexed calibrate, the odd-indexed "
+             "validate. Accuracy of every row: its outputs on the validation samples against "
+             "the `reference` backend on the fp32 model (min cosine over outputs; top1 where "
+             "the budget asks). Budget `cosine>=0.999`, plus `top1>=0.99` for classifiers. "
+             f"Median of {result['rounds']} rounds of {result['seconds']} s blocks; ratios "
+             "paired within rounds. A row that misses the budget is never chosen as a best.",
+             "", "## Summary", "",
+             f"- tessera latency vs ORT fp32 defaults, geometric mean over the "
+             f"{s['tessera_latency_vs_ort_models']} model(s) where tessera met the budget: "
+             f"{_x(s['tessera_latency_vs_ort_geomean'])} (higher is faster)",
+             "- tessera latency vs best hand int8 (higher: tessera faster): "
+             + (", ".join(f"{m} {_x(v) if v else 'n/a'}"
+                          for m, v in s["tessera_vs_best_hand_int8"].items()) or "none"),
+             f"- tessera throughput plan vs tessera latency plan with {CONCURRENCY} callers, "
+             f"geometric mean over the {s['throughput_vs_latency_plan_cnn_models']} CNN(s): "
+             f"{_x(s['throughput_vs_latency_plan_cnn_geomean'])} (higher is more "
+             "inferences/s)", ""]
+    for name, error in result.get("failed", {}).items():
+        lines += [f"## {name}", "", f"Not measured: {error}", ""]
+    for r in result["results"]:
+        lines += [f"## {r['model']}", "", f"Budget `{r['budget']}`. Best native fp32: "
+                  f"{r['best_native'] or 'none'} ({_x(r['best_native_speedup_vs_ort'])}); "
+                  f"best hand int8: {r['best_hand_int8'] or 'none meets the budget'}"
+                  f" ({_x(r['best_hand_int8_speedup_vs_ort'])}).", "",
+                  "| row | median ms | speed-up vs ORT fp32 (higher is faster) | min cosine "
+                  "| top1 | budget | notes |", "|---|---|---|---|---|---|---|"]
+        for label, entry in r["rows"].items():
+            lines.append(_line(label, entry, _notes(label, entry)))
+            best = {OV: ("best native fp32", r["best_native"]),
+                    HAND[-1]: ("best hand int8", r["best_hand_int8"])}.get(label)
+            if best:  # the chosen row again, under its role
+                role, chosen = best
+                lines.append(_line(f"**{role}**", r["rows"][chosen], f"= {chosen}")
+                             if chosen else f"| **{role}** | – | – | – | – | – | none meets "
+                             "the budget |")
+        if r["throughput"]:
+            lines += ["", f"With {CONCURRENCY} concurrent callers:", "",
+                      "| row | inferences/s | vs ORT fp32 (higher is more) | vs tessera "
+                      "latency plan |", "|---|---|---|---|"]
+            for label, t in r["throughput"].items():
+                lines.append(f"| {label} | {t['per_second']:.1f} | {_x(t['vs_ort'])} "
+                             f"| {_x(t.get('vs_latency_plan'))} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def commit() -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=_ROOT,
+                              check=False)
+        return done.stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+uncommitted" if git("status", "--porcelain", "--untracked-files=no")
+                   else "")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=0.5)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--seconds", type=float, default=0.5, help="per block")
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    results = [bench_model(name, args.rounds, args.seconds) for name in args.models]
-    lines = ["# Precision: int8 recipes against fp32", "", f"Machine: {machine()}", "",
-             "| model | target | median ms | speed-up vs float | cosine vs float |",
-             "|---|---|---|---|---|"]
-    for result in results:
-        for row in result["rows"]:
-            lines.append(f"| {result['model']} | `{row['target']}` | {row['ms']['median_ms']:.2f} "
-                         f"| {row['speedup_vs_float']:.2f}x | {row['cosine_vs_float']:.4f} |")
+    given = list(sys.argv[1:] if argv is None else argv)
+    header = {"command": shlex.join(["python", "-m", "bench.precision", *given]),
+              "commit": commit(), "machine": machine(), "rounds": args.rounds,
+              "seconds": args.seconds, "config": CONFIG, "concurrency": CONCURRENCY,
+              "runs_per_caller": PER_CALLER}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "precision.md").write_text("\n".join(lines) + "\n")
-    (args.out / "precision.json").write_text(json.dumps(
-        {"machine": machine(), "rounds": args.rounds, "seconds": args.seconds,
-         "results": results}, indent=2) + "\n")
-    print("\n".join(lines))
+    results: list[dict[str, Any]] = []
+    failed: dict[str, str] = {}  # a model that could not be benchmarked at all, and why
+    with tempfile.TemporaryDirectory(prefix="tessera-precision-") as tmp:
+        for name in args.models:
+            began = time.perf_counter()
+            try:
+                results.append(bench_model(name, args.rounds, args.seconds, Path(tmp)))
+                results[-1]["wall_seconds"] = round(time.perf_counter() - began, 1)
+            except Exception as err:
+                failed[name] = first_line(err)
+            print(f"{name}: {round(time.perf_counter() - began, 1)} s"
+                  + (f", failed: {failed[name]}" if name in failed else ""),
+                  file=sys.stderr, flush=True)
+            result = {**header, "results": results, "failed": failed,
+                      "summary": summary(results)}
+            (args.out / "precision.json").write_text(json.dumps(result, indent=2) + "\n")
+            (args.out / "precision.md").write_text(markdown(result))  # partial, model by model
+    print(markdown(result))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
