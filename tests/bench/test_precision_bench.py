@@ -36,7 +36,8 @@ def test_the_table_runs_end_to_end_on_a_small_model(tmp_path: Path,
     for label in (precision.BASE, precision.OV, precision.TESS):
         row = rows[label]
         assert row["ms"]["median_ms"] > 0 and row["meets_budget"] is True, (label, row)
-        assert row["accuracy"]["min_cosine"] > 0.9999
+        # fp32 rows match the reference; tessera may quantize within the budget
+        assert row["accuracy"]["min_cosine"] > (0.999 if label == precision.TESS else 0.9999)
         assert row["accuracy"]["report"]["samples"] == 8
     assert rows[precision.BASE]["speedup_vs_ort"] == 1.0
     assert rows[precision.OV]["info"]["performance_hint"]
