@@ -137,6 +137,8 @@ def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
             db.put_latency(*keys[name]["latency"], latency)
             if objective.throughput:
                 db.put_latency(*keys[name]["throughput"], per_second[name])
+    timings = {name: timings[name] for name in rivals}  # in the rivals' order
+    per_second = {name: per_second[name] for name in rivals if name in per_second}
     measured = {n: t for n, t in timings.items() if isinstance(t, float)}
     if not measured:
         return RaceOutcome(searched, None, SEARCHED, timings, objective, per_second)
