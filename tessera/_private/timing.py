@@ -99,7 +99,8 @@ def time_throughput(run: Callable[[], object], *, concurrency: int, warmup: int 
     """`concurrency` threads each call `run` in a loop: `warmup` calls, then, all starting
     together, at least `min_calls` each and on until `seconds` have passed. Calls per
     second are every thread's calls over the time from the start to the last one's end.
-    One caller runs on this thread. `run` must be safe to call from several threads."""
+    One caller runs on this thread; several, each on a thread of its own. `run` must be
+    safe to call from several threads."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     latencies: list[list[float]] = [[] for _ in range(concurrency)]
@@ -132,13 +133,15 @@ def time_throughput(run: Callable[[], object], *, concurrency: int, warmup: int 
         except BaseException as err:  # handed to the calling thread
             failures.append(err)
 
-    threads = [threading.Thread(target=guarded, args=(i,), name=f"tessera-caller-{i}",
-                                daemon=True) for i in range(1, concurrency)]
-    for thread in threads:
-        thread.start()
-    guarded(0)
-    for thread in threads:
-        thread.join()
+    if concurrency == 1:
+        guarded(0)
+    else:
+        threads = [threading.Thread(target=guarded, args=(i,), name=f"tessera-caller-{i}",
+                                    daemon=True) for i in range(concurrency)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     if failures:
         raise failures[0]
     calls = sum(len(mine) for mine in latencies)

@@ -48,9 +48,8 @@ class Objective:
     def figure_key(self, figure: str) -> str:
         """The cost database's name of one figure ('latency' or 'throughput') measured
         under this objective: each names everything its value depends on."""
-        if figure == "throughput":
-            return f"throughput c{self.concurrency}"
-        return f"{self.name} latency p{self.percentile:g} c{self.concurrency}"
+        at = f" p{self.percentile:g}" if figure == "latency" else ""
+        return f"{figure}{at} c{self.concurrency} ({self.name})"
 
     def __str__(self) -> str:
         """'median latency', 'p99 latency at concurrency 4', 'throughput at concurrency 2,

@@ -103,7 +103,7 @@ def test_a_bad_value_names_the_option_the_value_and_the_valid_forms(
 
 
 def test_a_latency_budget_needs_the_throughput_objective() -> None:
-    with pytest.raises(ConfigError, match="latency-budget.*objective=throughput"):
+    with pytest.raises(ConfigError, match=r"latency-budget.*objective=throughput"):
         CompilationConfig.create("reference", latency_budget=5)
     throughput = CompilationConfig.create("reference", objective="throughput", latency_budget=5)
     assert throughput.options.latency_budget == 5.0
