@@ -92,6 +92,31 @@ def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
     the winner."""
     objective = Objective.of(config.options)
     rivals = with_setting_variants(rival_plans(searched, known), objective)
+    timings, per_second, built = _timed(model, config, rivals, builder, db, objective, clock)
+    measured = {n: t for n, t in timings.items() if isinstance(t, float)}
+    if not measured:
+        return RaceOutcome(searched, None, SEARCHED, timings, objective, per_second)
+    winner, why = _best(measured, per_second, objective, list(rivals))
+    chosen = rivals[winner]
+    plan = replace(chosen, partitioner="collage", stats=searched.stats.merged(
+                       end_to_end_ms=timings, kept=winner, objective=objective,
+                       throughput_ips=per_second or None),
+                   decisions={**chosen.decisions, **(
+                       {} if winner == SEARCHED else
+                       {n: f"{d}; kept from the {winner} plan, {why}"
+                        for n, d in chosen.decisions.items()})},
+                   reasons=searched.reasons)
+    kept = built.get(winner)
+    return RaceOutcome(plan, replace(kept, plan=plan) if kept else None, winner, timings,
+                       objective, per_second)
+
+
+def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
+           builder: Builder, db: CostDB | None, objective: Objective, clock: Clock
+           ) -> tuple[dict[str, Timing], dict[str, float], dict[str, Built]]:
+    """Each rival's latency (or why it has none) and, for throughput, its inferences per
+    second, in the rivals' order: remembered, or built and raced (and then remembered);
+    and the builds."""
     timings: dict[str, Timing] = {}
     per_second: dict[str, float] = {}
     built: dict[str, Built] = {}
@@ -137,24 +162,8 @@ def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
             db.put_latency(*keys[name]["latency"], latency)
             if objective.throughput:
                 db.put_latency(*keys[name]["throughput"], per_second[name])
-    timings = {name: timings[name] for name in rivals}  # in the rivals' order
-    per_second = {name: per_second[name] for name in rivals if name in per_second}
-    measured = {n: t for n, t in timings.items() if isinstance(t, float)}
-    if not measured:
-        return RaceOutcome(searched, None, SEARCHED, timings, objective, per_second)
-    winner, why = _best(measured, per_second, objective, list(rivals))
-    chosen = rivals[winner]
-    plan = replace(chosen, partitioner="collage", stats=searched.stats.merged(
-                       end_to_end_ms=timings, kept=winner, objective=objective,
-                       throughput_ips=per_second or None),
-                   decisions={**chosen.decisions, **(
-                       {} if winner == SEARCHED else
-                       {n: f"{d}; kept from the {winner} plan, {why}"
-                        for n, d in chosen.decisions.items()})},
-                   reasons=searched.reasons)
-    kept = built.get(winner)
-    return RaceOutcome(plan, replace(kept, plan=plan) if kept else None, winner, timings,
-                       objective, per_second)
+    return ({name: timings[name] for name in rivals},
+            {name: per_second[name] for name in rivals if name in per_second}, built)
 
 
 def _best(latency: Mapping[str, float], per_second: Mapping[str, float],
