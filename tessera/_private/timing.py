@@ -94,10 +94,11 @@ class Throughput:
 
 
 def time_throughput(run: Callable[[], object], *, concurrency: int, warmup: int = 1,
-                    min_calls: int = 2, seconds: float = 1.0,
+                    min_calls: int = 2, max_calls: int = 100_000, seconds: float = 1.0,
                     clock: Clock = time.perf_counter) -> Throughput:
     """`concurrency` threads each call `run` in a loop: `warmup` calls, then, all starting
-    together, at least `min_calls` each and on until `seconds` have passed. Calls per
+    together, at least `min_calls` each and on until `seconds` have passed (or a caller
+    made `max_calls`). Calls per
     second are every thread's calls over the time from the start to the last one's end.
     One caller runs on this thread; several, each on a thread of its own. `run` must be
     safe to call from several threads."""
@@ -114,7 +115,8 @@ def time_throughput(run: Callable[[], object], *, concurrency: int, warmup: int 
                 run()
             gate.wait()
             mine = latencies[index]
-            while len(mine) < min_calls or clock() - start[0] < seconds:
+            while len(mine) < max_calls and (len(mine) < min_calls or
+                                             clock() - start[0] < seconds):
                 began = clock()
                 run()
                 mine.append((clock() - began) * 1e3)
