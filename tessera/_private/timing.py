@@ -1,10 +1,13 @@
 """Latency in blocks: warm up, then run one thing repeatedly until a time budget is spent.
 Timing one plan's runs together keeps another backend's spinning pool from slowing them.
-The clock is a parameter, so tests of the decisions built on it run on a synthetic one."""
+Throughput in blocks too: several threads call the one thing at once for the budget. The
+clock is a parameter, so tests of the decisions built on it run on a synthetic one."""
 
 from __future__ import annotations
 
+import math
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -34,12 +37,26 @@ class Latency:
         return asdict(self)
 
 
-def time_block(run: Callable[[], object], *, warmup: int = 3, min_runs: int = 10,
-               max_runs: int = 2000, seconds: float = 1.0,
-               before: Callable[[], object] | None = None,
-               clock: Clock = time.perf_counter) -> Latency:
-    """`run` timed after `warmup` calls: at least `min_runs`, then until `seconds` pass.
-    `before`, if given, runs untimed ahead of every timed call (to flush caches, say)."""
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The `q`-th percentile (0 < q <= 100) of `samples`, interpolated between the two
+    nearest ranks; 50 is exactly the median."""
+    ordered = sorted(samples)
+    if not ordered:
+        raise ValueError("no samples")
+    if q == 50:
+        return float(statistics.median(ordered))
+    position = q / 100 * (len(ordered) - 1)
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def time_samples(run: Callable[[], object], *, warmup: int = 3, min_runs: int = 10,
+                 max_runs: int = 2000, seconds: float = 1.0,
+                 before: Callable[[], object] | None = None,
+                 clock: Clock = time.perf_counter) -> list[float]:
+    """Each call's latency (ms), `run` timed after `warmup` calls: at least `min_runs`,
+    then until `seconds` pass. `before`, if given, runs untimed ahead of every timed call
+    (to flush caches, say)."""
     for _ in range(warmup):
         run()
     samples: list[float] = []
@@ -50,7 +67,90 @@ def time_block(run: Callable[[], object], *, warmup: int = 3, min_runs: int = 10
         began = clock()
         run()
         samples.append((clock() - began) * 1e3)
-    return Latency.of(samples)
+    return samples
 
 
-__all__ = ["Clock", "Latency", "time_block"]
+def time_block(run: Callable[[], object], *, warmup: int = 3, min_runs: int = 10,
+               max_runs: int = 2000, seconds: float = 1.0,
+               before: Callable[[], object] | None = None,
+               clock: Clock = time.perf_counter) -> Latency:
+    """`time_samples` summarised."""
+    return Latency.of(time_samples(run, warmup=warmup, min_runs=min_runs, max_runs=max_runs,
+                                   seconds=seconds, before=before, clock=clock))
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """What `concurrency` callers got done together in one block."""
+
+    per_second: float  # calls completed per second, every caller's together
+    calls: int
+    concurrency: int
+    latencies_ms: tuple[float, ...]  # each call's own latency (ms), caller by caller
+
+    def latency_ms(self, q: float = 50) -> float:
+        """The `q`-th percentile of the per-call latencies."""
+        return percentile(self.latencies_ms, q)
+
+
+def time_throughput(run: Callable[[], object], *, concurrency: int, warmup: int = 1,
+                    min_calls: int = 2, max_calls: int = 100_000, seconds: float = 1.0,
+                    clock: Clock = time.perf_counter) -> Throughput:
+    """`concurrency` threads each call `run` in a loop: `warmup` calls, then, all starting
+    together, at least `min_calls` each and on until `seconds` have passed (or a caller
+    made `max_calls`). Calls per
+    second are every thread's calls over the time from the start to the last one's end.
+    One caller runs on this thread; several, each on a thread of its own. `run` must be
+    safe to call from several threads."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    ends = [0.0] * concurrency
+    start: list[float] = []
+    gate = threading.Barrier(concurrency, action=lambda: start.append(clock()))
+
+    def caller(index: int) -> None:
+        try:
+            for _ in range(warmup):
+                run()
+            gate.wait()
+            mine = latencies[index]
+            while len(mine) < max_calls and (len(mine) < min_calls or
+                                             clock() - start[0] < seconds):
+                began = clock()
+                run()
+                mine.append((clock() - began) * 1e3)
+            ends[index] = clock()
+        except BaseException:
+            gate.abort()  # the others stop waiting for this one
+            raise
+
+    failures: list[BaseException] = []
+
+    def guarded(index: int) -> None:
+        try:
+            caller(index)
+        except threading.BrokenBarrierError:
+            pass  # another caller failed: its error is the one to report
+        except BaseException as err:  # handed to the calling thread
+            failures.append(err)
+
+    if concurrency == 1:
+        guarded(0)
+    else:
+        threads = [threading.Thread(target=guarded, args=(i,), name=f"tessera-caller-{i}",
+                                    daemon=True) for i in range(concurrency)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    if failures:
+        raise failures[0]
+    calls = sum(len(mine) for mine in latencies)
+    elapsed = max(ends) - start[0]
+    return Throughput(calls / elapsed if elapsed > 0 else float("inf"), calls, concurrency,
+                      tuple(t for mine in latencies for t in mine))
+
+
+__all__ = ["Clock", "Latency", "Throughput", "percentile", "time_block", "time_samples",
+           "time_throughput"]

@@ -203,6 +203,18 @@ class Backend:
         changes = {k: v for k, v in wanted.items() if k not in explicit and k in target.kind.schema}
         return target.with_attrs(**changes) if changes else target
 
+    # -- runtime settings the end-to-end race may try -----------------------------------
+    # the attributes `setting_variants` may set; a target on which the user set any of them
+    # is raced as it is (so a variant's own target is always the target less these)
+    setting_attrs: tuple[str, ...] = ()
+
+    def setting_variants(self, target: Target, objective: str, concurrency: int
+                         ) -> list[Target]:
+        """A few variants of `target`'s runtime settings worth racing when it runs a whole
+        model, for `objective` ('latency' or 'throughput') with `concurrency` callers at
+        once. Each sets only `setting_attrs`; each is one more build and timing, so few."""
+        return []
+
     def _usable(self, target: Target | str | None) -> Target:
         chosen = Target(target) if target is not None else Target(self.name)
         if chosen.kind != self.kind:

@@ -19,7 +19,7 @@ from tessera.backends._protocol import (
     ValueTypes,
 )
 from tessera.backends._schema import input_type_strings, schema_for
-from tessera.backends._threads import threads_attr
+from tessera.backends._threads import core_budget, threads_attr
 from tessera.errors import BackendUnavailableError, CompileError
 from tessera.ir import _dtypes as dtypes
 from tessera.target import AttrSpec, AttrType, Target, register_kind
@@ -178,6 +178,18 @@ class OnnxRuntimeBackend(Backend):
             return {"spinning": True}
         # spin while running, stop the moment the run returns
         return {"num-threads": budget, "spinning": True, "spin-stop": True}
+
+    # Concurrent runs of one session share its intra-op pool: with several callers, a pool
+    # of each caller's share of the cores, or none at all (each caller computes on its own
+    # thread). One caller: operators of independent branches run at once.
+    setting_attrs = ("num-threads", "execution-mode")
+
+    def setting_variants(self, target: Target, objective: str, concurrency: int
+                         ) -> list[Target]:
+        if concurrency == 1:
+            return [target.with_attrs(**{"execution-mode": "parallel"})]
+        counts = dict.fromkeys((1, max(1, core_budget() // concurrency)))
+        return [target.with_attrs(**{"num-threads": n}) for n in counts]
 
     def native_runner(self, model: bytes) -> NativeRunner:
         import onnxruntime as ort

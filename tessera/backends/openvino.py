@@ -12,7 +12,7 @@ from tessera.backends import _quantize
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
 from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner
-from tessera.backends._threads import threads_attr
+from tessera.backends._threads import core_budget, threads_attr
 from tessera.errors import CompileError
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
@@ -143,6 +143,19 @@ class OpenVinoBackend(ProbedBackend):
             return {}
         # pinned OpenVINO threads slow the partitions around them
         return {"num-threads": budget, "num-streams": 1, "cpu-pinning": False}
+
+    # One stream runs one inference at a time: concurrent callers queue for it. With
+    # several callers, as many streams (up to the cores), each with its share of the cores
+    # (every calling thread has its own infer request, so the streams are used).
+    setting_attrs = ("performance-hint", "num-streams", "num-threads")
+
+    def setting_variants(self, target: Target, objective: str, concurrency: int
+                         ) -> list[Target]:
+        streams = min(concurrency, core_budget())  # a stream needs a core of its own
+        if streams == 1:
+            return []
+        return [target.with_attrs(**{"performance-hint": "throughput",
+                                     "num-streams": streams})]
 
     def native_runner(self, model: bytes) -> NativeRunner:
         import openvino as ov

@@ -17,6 +17,8 @@ from tessera.cli._common import (
     config_from_cli,
     end_to_end_line,
     expand_targets,
+    objective_flags,
+    objective_options,
     option_option,
     parse_pairs,
     parse_shapes,
@@ -82,18 +84,20 @@ def measuring_progress() -> tuple[Any, Any]:
 @click.option("--accuracy", metavar="SPEC",
               help="Accuracy budget against the reference on the samples, e.g. "
                    "cosine>=0.999,top1>=0.99 (also max-abs<=X, max-rel<=X).")
+@objective_options()
 @option_option("max-candidate-size=2")
 @shape_option()
 @click.pass_context
 def compile_command(ctx: click.Context, model: str, targets: str, output: str | None,
                     partitioner: str | None, pins: tuple[str, ...], min_block_size: int | None,
                     fallback: str | None, threads: str | None, samples: str | None,
-                    accuracy: str | None, options: tuple[str, ...],
-                    shapes: tuple[str, ...]) -> None:
+                    accuracy: str | None, objective: str | None, concurrency: int | None,
+                    options: tuple[str, ...], shapes: tuple[str, ...]) -> None:
     """Place MODEL on the targets, compile every partition and save one artifact."""
     from tessera.ir import Samples, load_model
     from tessera.runtime import compile as compile_model
 
+    options = (*objective_flags(objective, concurrency), *options)
     config = build_config(targets, options, ctx.args, partitioner=partitioner,
                           min_block_size=min_block_size, fallback=fallback, threads=threads,
                           accuracy=accuracy)

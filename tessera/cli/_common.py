@@ -61,6 +61,30 @@ def samples_option() -> Callable[[F], F]:
                              "on the validation half (every second sample).")
 
 
+def objective_options() -> Callable[[F], F]:
+    """--objective and --concurrency: what the end-to-end race of rival plans keeps."""
+    objective = click.option(
+        "--objective", type=click.Choice(["latency", "throughput"]),
+        help="What the race of rival plans keeps: the lowest latency (default; at the "
+             "latency-percentile option's percentile) or the most inferences per second "
+             "(within the latency-budget option's milliseconds, when set).")
+    concurrency = click.option(
+        "--concurrency", type=int, metavar="N",
+        help="Callers running the model at once while the race times it (default 1).")
+
+    def decorate(command: F) -> F:
+        return objective(concurrency(command))
+
+    return decorate
+
+
+def objective_flags(objective: str | None, concurrency: int | None) -> tuple[str, ...]:
+    """--objective and --concurrency as -O NAME=VALUE items (an -O given later wins)."""
+    return tuple(f"{name}={value}" for name, value in (("objective", objective),
+                                                        ("concurrency", concurrency))
+                 if value is not None)
+
+
 def accuracy_line(stats: SearchStats, budget: object) -> str:
     """The plan's accuracy on the samples and whether it meets the budget, or why none."""
     report = stats.accuracy
@@ -174,12 +198,24 @@ def config_from_cli(
 
 
 def end_to_end_line(stats: SearchStats) -> str | None:
-    """How the rival plans timed end to end, and which was kept (None: no race ran)."""
+    """How the rival plans timed end to end under the objective (the figure compared), and
+    which was kept (None: no race ran)."""
     if stats.end_to_end_ms is None:
         return None
-    timings = ", ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k}: {v}"
-                        for k, v in stats.end_to_end_ms.items())
-    return f"end to end: {timings}; kept {stats.kept}"
+    objective, served = stats.objective, stats.throughput_ips or {}
+    budget = objective.latency_budget_ms if objective is not None else None
+
+    def timing(name: str, value: float | str) -> str:
+        if not isinstance(value, float):
+            return f"{name}: {value}"
+        if name not in served:
+            return f"{name} {value:.3f} ms"
+        over = " (over the budget)" if budget is not None and value > budget else ""
+        return f"{name} {served[name]:.1f}/s at {value:.3f} ms{over}"
+
+    timings = ", ".join(timing(k, v) for k, v in stats.end_to_end_ms.items())
+    label = f" ({objective})" if objective is not None else ""
+    return f"end to end{label}: {timings}; kept {stats.kept}"
 
 
 def search_line(stats: SearchStats) -> str | None:

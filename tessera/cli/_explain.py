@@ -19,13 +19,15 @@ from tessera.cli._app import cli
 @common.pin_option()
 @common.shape_option()
 @common.samples_option()
+@common.objective_options()
 @click.option("--json", "as_json", is_flag=True, help="Print the Plan as JSON.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False),
               help="Also draw the placement as one self-contained HTML page.")
 @click.pass_context
 def explain_command(ctx: click.Context, model: str, targets: str | None,
                     options: tuple[str, ...], pins: tuple[str, ...], shapes: tuple[str, ...],
-                    samples: str | None, as_json: bool, html_out: str | None) -> None:
+                    samples: str | None, objective: str | None, concurrency: int | None,
+                    as_json: bool, html_out: str | None) -> None:
     """Show where each node of MODEL (an .onnx model, or a saved .tess artifact) runs, and
     why."""
     from tessera.errors import ConfigError
@@ -37,6 +39,9 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
         if samples:
             raise ConfigError("--samples is for an .onnx model: a .tess artifact shows the "
                               "accuracy recorded when it was compiled")
+        if objective is not None or concurrency is not None:
+            raise ConfigError("--objective and --concurrency are for an .onnx model: a .tess "
+                              "artifact shows the race run when it was compiled")
         artifact = read(model)
         loaded = load_model(artifact.model("model.onnx"))
         plan = artifact.plan
@@ -46,8 +51,9 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
 
         if not targets:
             raise ConfigError("explain MODEL.onnx needs targets: -t onnxruntime,openvino,...")
-        config = common.config_from_cli(common.expand_targets(targets), None, None, None,
-                                        options, ctx.args)
+        config = common.config_from_cli(
+            common.expand_targets(targets), None, None, None,
+            (*common.objective_flags(objective, concurrency), *options), ctx.args)
         loaded = load_model(model, common.parse_shapes(shapes), verify=config.options.verify)
         plan = partition(loaded, config, pins=common.cli_pins(loaded, pins), samples=samples)
         budget = config.options.accuracy

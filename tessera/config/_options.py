@@ -14,11 +14,11 @@ from typing import Any
 
 from tessera._private.accuracy import AccuracyBudget
 from tessera._private.registry import Registry, did_you_mean
-from tessera._private.values import parse_bool, parse_int
+from tessera._private.values import parse_bool, parse_float, parse_int
 from tessera.errors import ConfigError
 
-__all__ = ["EXECUTORS", "MEASURE_TIMEOUT_S", "RUNTIMES", "FlowOptions", "Implementation",
-           "OptionInfo", "option_infos"]
+__all__ = ["EXECUTORS", "MEASURE_TIMEOUT_S", "OBJECTIVES", "RUNTIMES", "FlowOptions",
+           "Implementation", "OptionInfo", "option_infos"]
 
 @dataclass(frozen=True)
 class Implementation:
@@ -46,6 +46,7 @@ RUNTIMES.register("python", Implementation(
     "tessera.runtime._compiled:CompiledModel"))
 
 PARTITIONERS = ("auto", "greedy", "collage")
+OBJECTIVES = ("latency", "throughput")
 MEASURE_TIMEOUT_S = 120.0  # one candidate's compile and runs, before it counts as hung
 THREAD_POLICIES = ("auto", "native", "shared")
 
@@ -95,6 +96,41 @@ def _positive_seconds(value: object) -> float:
     return number
 
 
+def _objective(value: object) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in OBJECTIVES:
+        raise ValueError(f"{value!r} is not one of {', '.join(OBJECTIVES)}"
+                         + did_you_mean(str(value), list(OBJECTIVES)))
+    return value.strip().lower()
+
+
+def _percentile(value: object) -> float:
+    """50, 90, 99.9 or 'p99': a percentile in (0, 100]; a whole number comes back as int."""
+    text = value.strip().lower().removeprefix("p") if isinstance(value, str) else value
+    try:
+        number = parse_float(text)
+    except ValueError:
+        number = float("nan")
+    if not 0 < number <= 100:
+        raise ValueError(f"expected a percentile in (0, 100] such as 50 (the median), 90, 99 "
+                         f"or p99, got {value!r}")
+    return int(number) if number.is_integer() else number
+
+
+def _latency_budget(value: object) -> float | None:
+    """Milliseconds: 5, 2.5 or '2.5ms'; None, '' or 'none' for no budget."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    text = value.strip().lower().removesuffix("ms").strip() if isinstance(value, str) else value
+    try:
+        number = parse_float(text)
+    except ValueError:
+        number = float("nan")
+    if not number > 0:
+        raise ValueError(f"expected milliseconds > 0 such as 5, 2.5 or 2.5ms (or none), got "
+                         f"{value!r}")
+    return number
+
+
 def _accuracy(value: object) -> AccuracyBudget | None:
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
         return None
@@ -136,6 +172,23 @@ class FlowOptions:
         "max-abs<=X, max-rel<=X, cosine>=X, top1>=X (argmax agreement along the last axis), "
         "joined by commas, e.g. cosine>=0.999,top1>=0.99; measured only when samples are "
         "given", cache_key=True, parse=_accuracy)
+    objective: str = _option(
+        "latency", "what the end-to-end race of rival plans keeps: latency (the plan with the "
+        "lowest latency-percentile of per-call latencies) or throughput (the plan with the "
+        "most inferences per second from `concurrency` callers at once, within "
+        "latency-budget when given)", cache_key=True, parse=_objective)
+    latency_percentile: float = _option(
+        50, "the percentile of per-call latencies the race compares, in (0, 100]: 50 is the "
+        "median, 90 or 99 the tail; with objective=throughput, the one latency-budget limits",
+        cache_key=True, parse=_percentile)
+    concurrency: int = _option(
+        1, "callers running the model at once while the race times it: throughput is "
+        "measured, and latency per call is taken, with this many threads calling run",
+        cache_key=True, parse=_positive_int)
+    latency_budget: float | None = _option(
+        None, "objective=throughput: milliseconds a call may take (at latency-percentile, "
+        "with `concurrency` callers); a plan slower than that is not kept",
+        cache_key=True, parse=_latency_budget)
     isolate: bool = _option(
         True, "collage: measure candidates in a reused worker process, so a backend that "
         "crashes or hangs on one only invalidates that candidate", cache_key=False,
@@ -174,7 +227,13 @@ class FlowOptions:
                 changes[name] = info.parse(value)
             except ValueError as err:
                 raise ConfigError(f"bad value for option {raw_name!r}: {err}") from None
-        return dataclasses.replace(base or cls(), **changes)
+        options = dataclasses.replace(base or cls(), **changes)
+        if options.latency_budget is not None and options.objective != "throughput":
+            raise ConfigError(
+                f"option 'latency-budget' ({options.latency_budget:g} ms) limits the plan "
+                f"kept for throughput, but objective is {options.objective!r}: set "
+                "objective=throughput, or leave latency-budget unset")
+        return options
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name.replace("_", "-"): _plain(getattr(self, f.name))

@@ -1,7 +1,9 @@
 """Placement: which backend runs which nodes. `place` owns the whole decision: the support
 table, greedy placement or Collage's measured search, the end-to-end race, calibration, the
-numeric guard and remembering plans. Building and timing whole plans goes through the
-`Builder` protocol, which `tessera.runtime` implements."""
+numeric guard and remembering plans. The race keeps the best plan under the flow options'
+`Objective`: latency at a percentile, or throughput from several callers at once. Building
+and timing whole plans goes through the `Builder` protocol, which `tessera.runtime`
+implements."""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from tessera.placement._decide import Placement, place, replace_lost
 from tessera.placement._greedy import place_greedy
 from tessera.placement._measure import Measurer, MeasureSettings
 from tessera.placement._measurers import LocalMeasurer
+from tessera.placement._objective import Objective
 from tessera.placement._pins import METADATA_KEY, PinSpec, annotate, resolve_pins
 from tessera.placement._plan import Partition, Plan, make_partitions
-from tessera.placement._race import race
+from tessera.placement._race import Served, race, race_throughput
 from tessera.placement._search import SearchResult, cheapest_cover
 from tessera.placement._stats import InvalidCandidate, SearchStats
 from tessera.placement._support import FALLBACK, SupportTable, candidate_targets
@@ -34,6 +37,7 @@ __all__ = [
     "LocalMeasurer",
     "MeasureSettings",
     "Measurer",
+    "Objective",
     "Partition",
     "PinSpec",
     "Placement",
@@ -43,6 +47,7 @@ __all__ = [
     "Runnable",
     "SearchResult",
     "SearchStats",
+    "Served",
     "SupportTable",
     "annotate",
     "candidate_targets",
@@ -53,6 +58,7 @@ __all__ = [
     "place_collage",
     "place_greedy",
     "race",
+    "race_throughput",
     "replace_lost",
     "resolve_pins",
 ]

@@ -1,7 +1,7 @@
 """What placement remembers between compiles, and under which keys: a searched plan (so a
 warm compile skips the support table, the search and, once it passed, the numeric guard),
-each rival plan's end-to-end latency, and the chain overhead calibrated for a set of
-backends. Every key holds everything its record depends on."""
+each rival plan's end-to-end figures (latency, throughput), and the chain overhead
+calibrated for a set of backends. Every key holds everything its record depends on."""
 
 from __future__ import annotations
 
@@ -73,9 +73,13 @@ def remember_guard_passed(db: CostDB, plan: Plan) -> Plan:
     return plan
 
 
-def latency_key(model: Model, plan: Plan, policy: ThreadPolicy) -> tuple[str, str, str]:
-    """(plan key, model structure, fingerprint) of a whole plan's end-to-end latency."""
-    shape = json.dumps([policy.name, [(str(p.target), p.nodes) for p in plan.partitions]])
+def latency_key(model: Model, plan: Plan, policy: ThreadPolicy, figure: str
+                ) -> tuple[str, str, str]:
+    """(plan key, model structure, fingerprint) of one end-to-end figure of a whole plan:
+    `figure` names it with everything it depends on (`Objective.figure_key`: the objective,
+    the percentile, the concurrency), so figures of different objectives never mix."""
+    shape = json.dumps([policy.name, [(str(p.target), p.nodes) for p in plan.partitions],
+                        figure])
     return (hashlib.sha256(shape.encode()).hexdigest()[:24], model.structural_hash(),
             fingerprint("end-to-end", versions(plan.kinds)))
 

@@ -30,9 +30,10 @@ from tessera._private.text import first_line
 from tessera._private.timing import Clock
 from tessera.config import CompilationConfig
 from tessera.ir import Model, Samples
-from tessera.placement._builder import Builder, Built
+from tessera.placement._builder import Builder, Built, Runnable
+from tessera.placement._objective import Objective
 from tessera.placement._plan import Partition, Plan, make_partitions
-from tessera.placement._race import race
+from tessera.placement._race import race, race_throughput
 from tessera.placement._segments import Segment, segments
 from tessera.placement._stats import PrecisionRecord, VariantRecord
 from tessera.placement._support import FALLBACK, SupportTable
@@ -144,17 +145,18 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
         whole[str(variant)] = (variant, plan, built, report)
         records[str(variant)] = VariantRecord(str(variant), whole_used=budget_used(report, budget),
                                               segments=chosen)
-    timed = race({"fp32": fp32_built.runnable,
-                  **{n: b.runnable for n, (_, _, b, _) in whole.items() if b.runnable}},
-                 clock=clock)
+    objective = Objective.of(config.options)
+    timed = _timed(objective, {"fp32": fp32_built.runnable, **{
+        n: b.runnable for n, (_, _, b, _) in whole.items() if b.runnable}}, clock)
     base_ms = timed["fp32"]
     candidates: dict[str, tuple[Plan, Built, AccuracyReport]] = {}
     for name, (variant, plan, built, report) in sorted(
             whole.items(), key=lambda item: timed[item[0]]):
         record = replace(records[name], whole_ms=timed[name])
         if timed[name] >= base_ms * FASTER:
+            unit = "ms per inference" if objective.throughput else "ms"
             records[name] = replace(record, note=f"no faster than fp32 on the whole model "
-                                                 f"({timed[name]:.3f} vs {base_ms:.3f} ms)")
+                                                 f"({timed[name]:.3f} vs {base_ms:.3f} {unit})")
             continue
         final: tuple[Plan, Built, AccuracyReport] | None
         if report.met:
@@ -176,9 +178,8 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
             builder_release()
         return _finish(fp32, fp32_built, fp32_report, records, "fp32", cut, flow.names,
                        {"fp32": base_ms}, clock() - started)
-    finals = race({"fp32": fp32_built.runnable,
-                   **{n: b.runnable for n, (_, b, _) in candidates.items() if b.runnable}},
-                  clock=clock)
+    finals = _timed(objective, {"fp32": fp32_built.runnable, **{
+        n: b.runnable for n, (_, b, _) in candidates.items() if b.runnable}}, clock)
     winner = min(finals, key=lambda n: (finals[n], n != "fp32"))
     if winner == "fp32":
         plan, built, report = fp32, fp32_built, fp32_report
@@ -189,6 +190,21 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     if callable(builder_release):
         builder_release()
     return result
+
+
+def _timed(objective: Objective, runnables: Mapping[str, Runnable], clock: Clock
+           ) -> dict[str, float]:
+    """Each plan's figure under the objective, lower is better: its latency at the
+    percentile, or under `throughput` the milliseconds per inference its callers achieve
+    together (infinite over the latency budget)."""
+    if not objective.throughput:
+        return race(runnables, clock=clock, percentile=objective.percentile)
+    served = race_throughput(runnables, objective.concurrency, objective.percentile,
+                             clock=clock)
+    budget = objective.latency_budget_ms
+    return {name: (float("inf") if s.per_second <= 0 or (
+        budget is not None and s.latency_ms > budget) else round(1000.0 / s.per_second, 4))
+        for name, s in served.items()}
 
 
 def _runs(table: SupportTable, segment: Segment, variant: Target) -> bool:

@@ -1,17 +1,22 @@
 """The end-to-end race: the searched plan, the greedy plan and the single-target plans
-modelled close to the best are built and timed whole, and the fastest is kept. The search's
+modelled close to the best (with variants of their runtime settings, `_settings`) are built
+and timed whole, and the best under the objective is kept (`_objective`: a percentile of
+per-call latency, or inferences per second from several callers at once). The search's
 cost model sums partitions measured alone; the race checks that sum against the chain, so a
-compile never hands out a plan slower than those rivals, within the noise of the timing."""
+compile never hands out a plan worse than those rivals, within the noise of the timing."""
 
 from __future__ import annotations
 
 import functools
+import math
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from tessera._private.text import first_line
-from tessera._private.timing import Clock, time_block
+from tessera._private.timing import Clock, time_samples, time_throughput
+from tessera._private.timing import percentile as percentile_of
 from tessera.backends._inputs import random_inputs
 from tessera.backends._threads import ThreadPolicy
 from tessera.config import CompilationConfig
@@ -19,7 +24,9 @@ from tessera.ir import Model
 from tessera.placement._builder import Builder, Built, Runnable
 from tessera.placement._costdb import CostDB
 from tessera.placement._memory import latency_key
+from tessera.placement._objective import Objective
 from tessera.placement._plan import Plan
+from tessera.placement._settings import with_setting_variants
 from tessera.placement._stats import Timing
 
 # Two backends often run a whole model within a few percent of each other (BERT-base:
@@ -29,21 +36,38 @@ NEAR_SINGLE = 1.15
 MAX_SINGLES = 3
 CLOSE = 0.05  # a race this close gets more rounds
 SEARCHED = "collage"  # the searched plan's name among the rivals
+_B = TypeVar("_B")
 
 
 @dataclass(frozen=True)
 class RaceOutcome:
-    """The plan kept, its build when the race built it, and every rival's timing."""
+    """The plan kept, its build when the race built it, and every rival's timing: `timings`
+    holds the latency at the objective's percentile and concurrency (or why a rival was not
+    timed), and with objective=throughput, `throughput_ips` the inferences per second."""
 
     plan: Plan
     built: Built | None
     kept: str
     timings: Mapping[str, Timing]
+    objective: Objective = field(default_factory=Objective)
+    throughput_ips: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def searched_ms(self) -> float | None:
+        """The searched plan's latency, where it is the figure its partitions' costs are
+        measured in (the median of single calls): what calibration compares them with."""
         timing = self.timings.get(SEARCHED)
-        return timing if isinstance(timing, float) else None
+        return timing if isinstance(timing, float) and self.objective.single_call_median \
+            else None
+
+
+@dataclass(frozen=True)
+class Served:
+    """A plan's end-to-end throughput: the most inferences per second of its blocks, and
+    the lowest latency per call (at the percentile) of its blocks."""
+
+    per_second: float
+    latency_ms: float
 
 
 def rival_plans(searched: Plan, known: Mapping[str, Plan]) -> dict[str, Plan]:
@@ -63,13 +87,42 @@ def rival_plans(searched: Plan, known: Mapping[str, Plan]) -> dict[str, Plan]:
 def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
                  known: Mapping[str, Plan], builder: Builder, db: CostDB | None = None,
                  clock: Clock = time.perf_counter) -> RaceOutcome:
-    """Time the rival plans end to end and keep the fastest. Each plan's latency is
-    remembered too, so a warm compile times nothing and builds only the winner."""
-    rivals = rival_plans(searched, known)
+    """Time the rival plans end to end and keep the best under the config's objective.
+    Each plan's figures are remembered too, so a warm compile times nothing and builds only
+    the winner."""
+    objective = Objective.of(config.options)
+    rivals = with_setting_variants(rival_plans(searched, known), objective)
+    timings, per_second, built = _timed(model, config, rivals, builder, db, objective, clock)
+    measured = {n: t for n, t in timings.items() if isinstance(t, float)}
+    if not measured:
+        return RaceOutcome(searched, None, SEARCHED, timings, objective, per_second)
+    winner, why = _best(measured, per_second, objective, list(rivals))
+    chosen = rivals[winner]
+    plan = replace(chosen, partitioner="collage", stats=searched.stats.merged(
+                       end_to_end_ms=timings, kept=winner, objective=objective,
+                       throughput_ips=per_second or None),
+                   decisions={**chosen.decisions, **(
+                       {} if winner == SEARCHED else
+                       {n: f"{d}; kept from the {winner} plan, {why}"
+                        for n, d in chosen.decisions.items()})},
+                   reasons=searched.reasons)
+    kept = built.get(winner)
+    return RaceOutcome(plan, replace(kept, plan=plan) if kept else None, winner, timings,
+                       objective, per_second)
+
+
+def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
+           builder: Builder, db: CostDB | None, objective: Objective, clock: Clock
+           ) -> tuple[dict[str, Timing], dict[str, float], dict[str, Built]]:
+    """Each rival's latency (or why it has none) and, for throughput, its inferences per
+    second, in the rivals' order: remembered, or built and raced (and then remembered);
+    and the builds."""
     timings: dict[str, Timing] = {}
+    per_second: dict[str, float] = {}
     built: dict[str, Built] = {}
-    keys: dict[str, tuple[str, str, str]] = {}
+    keys: dict[str, dict[str, tuple[str, str, str]]] = {}  # name -> figure -> key
     seen: dict[tuple[object, ...], str] = {}
+    figures = ("latency", "throughput") if objective.throughput else ("latency",)
     for name, plan in rivals.items():
         shape = tuple((p.target, p.nodes) for p in plan.partitions)
         if shape in seen:  # the same plan: time it once
@@ -80,10 +133,14 @@ def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
             timings[name] = "skipped: one of its partitions failed when measured"
             continue
         policy = ThreadPolicy.for_partitions(len(plan.partitions), config.options.threads)
-        keys[name] = latency_key(model, plan, policy)
-        remembered = db.get_latency(*keys[name]) if db is not None else None
-        if remembered is not None:
-            timings[name] = remembered
+        keys[name] = {f: latency_key(model, plan, policy, objective.figure_key(f))
+                      for f in figures}
+        remembered = {f: db.get_latency(*key) for f, key in keys[name].items()} \
+            if db is not None else {}
+        if remembered and all(v is not None for v in remembered.values()):
+            timings[name] = float(remembered["latency"] or 0.0)
+            if objective.throughput:
+                per_second[name] = float(remembered["throughput"] or 0.0)
             continue
         result = builder.build(model, config, plan)
         if result.failures or result.runnable is None:
@@ -91,54 +148,111 @@ def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
                 "; ".join(result.failures.values()))
             continue
         built[name] = result
-    for name, latency in race({n: b.runnable for n, b in built.items() if b.runnable},
-                              clock=clock).items():
-        timings[name] = latency
-        if db is not None and latency != float("inf"):
-            db.put_latency(*keys[name], latency)
-    measured = {n: t for n, t in timings.items() if isinstance(t, float)}
-    if not measured:
-        return RaceOutcome(searched, None, SEARCHED, timings)
-    # ties favour the search's plan, then greedy: the order of `rivals`
-    winner = min(measured, key=lambda n: (measured[n], list(rivals).index(n)))
-    chosen = rivals[winner]
-    plan = replace(chosen, partitioner="collage", stats=searched.stats.merged(
-                       end_to_end_ms=timings, kept=winner),
-                   decisions={**chosen.decisions, **(
-                       {} if winner == SEARCHED else
-                       {n: f"{d}; kept from the {winner} plan, faster end to end"
-                        for n, d in chosen.decisions.items()})},
-                   reasons=searched.reasons)
-    kept = built.get(winner)
-    return RaceOutcome(plan, replace(kept, plan=plan) if kept else None, winner, timings)
+    runnables = {n: b.runnable for n, b in built.items() if b.runnable}
+    if objective.throughput:
+        for name, served in race_throughput(runnables, objective.concurrency,
+                                            objective.percentile, clock=clock).items():
+            timings[name], per_second[name] = served.latency_ms, served.per_second
+    else:
+        timings.update(race(runnables, clock=clock, percentile=objective.percentile,
+                            concurrency=objective.concurrency))
+    for name in runnables:
+        latency = timings[name]
+        if db is not None and isinstance(latency, float) and math.isfinite(latency):
+            db.put_latency(*keys[name]["latency"], latency)
+            if objective.throughput:
+                db.put_latency(*keys[name]["throughput"], per_second[name])
+    return ({name: timings[name] for name in rivals},
+            {name: per_second[name] for name in rivals if name in per_second}, built)
+
+
+def _best(latency: Mapping[str, float], per_second: Mapping[str, float],
+          objective: Objective, order: list[str]) -> tuple[str, str]:
+    """The rival kept, and why, in words. Ties favour the search's plan, then greedy: the
+    order of the rivals."""
+    def lowest(names: list[str]) -> str:
+        return min(names, key=lambda n: (latency[n], order.index(n)))
+
+    if not objective.throughput:
+        told = "" if objective.single_call_median else f" ({objective})"
+        return lowest(list(latency)), f"faster end to end{told}"
+    budget = objective.latency_budget_ms
+    within = [n for n in latency if n in per_second and (budget is None or latency[n] <= budget)]
+    if not within:  # none keeps the budget: the one closest to it
+        return lowest(list(latency)), (f"the lowest latency end to end, though over the "
+                                       f"latency budget ({objective})")
+    best = max(within, key=lambda n: (per_second[n], -order.index(n)))
+    return best, f"most inferences per second end to end ({objective})"
 
 
 def race(compiled: Mapping[str, Runnable], rounds: int = 3, seconds: float = 0.3,
-         close: float = CLOSE, extra_rounds: int = 2, clock: Clock = time.perf_counter
-         ) -> dict[str, float]:
-    """Each compiled plan's latency (ms): the lowest of its block medians over `rounds`
-    rounds, and `extra_rounds` more when the two fastest are within `close` of each other.
+         close: float = CLOSE, extra_rounds: int = 2, clock: Clock = time.perf_counter,
+         *, percentile: float = 50, concurrency: int = 1) -> dict[str, float]:
+    """Each compiled plan's latency (ms): the lowest of its blocks' `percentile` (the
+    median by default) of per-call latencies over `rounds` rounds, and `extra_rounds` more
+    when the two fastest are within `close` of each other. With `concurrency` > 1, that
+    many threads call the plan at once in each block, and every call's latency counts.
     A plan runs alone for a block, so that another backend's spinning pool never slows its
     runs, and the rounds give every plan its share of the quiet moments: on a shared
     machine other work only ever slows a block (blocks of one plan swung between 14 and
     28 ms here), so a plan's quietest block is the fairest to compare."""
     feeds = {name: f for name, c in compiled.items() if (f := random_inputs(c)) is not None}
-    medians: dict[str, list[float]] = {name: [] for name in feeds}
+
+    def block(name: str, first: bool) -> float:
+        run = functools.partial(compiled[name].run, feeds[name])
+        warmup = 2 if first else 1
+        if concurrency == 1:
+            return percentile_of(time_samples(run, warmup=warmup, min_runs=2,
+                                              seconds=seconds, clock=clock), percentile)
+        return time_throughput(run, concurrency=concurrency, warmup=warmup, min_calls=2,
+                               seconds=seconds, clock=clock).latency_ms(percentile)
+
+    blocks = _in_rounds(list(feeds), block, lambda ms: ms, rounds, close, extra_rounds)
+    return {name: (round(min(blocks[name]), 4) if blocks.get(name) else float("inf"))
+            for name in compiled}
+
+
+def race_throughput(compiled: Mapping[str, Runnable], concurrency: int,
+                    percentile: float = 50, rounds: int = 3, seconds: float = 0.3,
+                    close: float = CLOSE, extra_rounds: int = 2,
+                    clock: Clock = time.perf_counter) -> dict[str, Served]:
+    """Each compiled plan's throughput with `concurrency` threads calling it at once in a
+    loop, in blocks and rounds as `race` times latency: the most inferences per second of
+    its blocks, and the lowest latency per call at `percentile`. A plan without static
+    input shapes serves nothing."""
+    feeds = {name: f for name, c in compiled.items() if (f := random_inputs(c)) is not None}
+
+    def block(name: str, first: bool) -> tuple[float, float]:
+        served = time_throughput(functools.partial(compiled[name].run, feeds[name]),
+                                 concurrency=concurrency, warmup=2 if first else 1,
+                                 min_calls=2, seconds=seconds, clock=clock)
+        return served.per_second, served.latency_ms(percentile)
+
+    blocks = _in_rounds(list(feeds), block, lambda b: 1 / b[0] if b[0] > 0 else math.inf,
+                        rounds, close, extra_rounds)
+    return {name: (Served(round(max(b[0] for b in blocks[name]), 2),
+                          round(min(b[1] for b in blocks[name]), 4))
+                   if blocks.get(name) else Served(0.0, float("inf")))
+            for name in compiled}
+
+
+def _in_rounds(names: list[str], block: Callable[[str, bool], _B], cost: Callable[[_B], float],
+               rounds: int, close: float, extra_rounds: int) -> dict[str, list[_B]]:
+    """Each plan's blocks: a round times one block of each plan in turn (never two plans
+    at once); `extra_rounds` more when the two lowest costs are within `close`."""
+    blocks: dict[str, list[_B]] = {name: [] for name in names}
 
     def one_round(first: bool) -> None:
-        for name in medians:
-            run = functools.partial(compiled[name].run, feeds[name])
-            medians[name].append(time_block(run, warmup=2 if first else 1, min_runs=2,
-                                            seconds=seconds, clock=clock).median_ms)
+        for name in blocks:
+            blocks[name].append(block(name, first))
 
     for round_index in range(rounds):
         one_round(round_index == 0)
-    best = sorted(min(m) for m in medians.values() if m)
+    best = sorted(min(cost(b) for b in timed) for timed in blocks.values() if timed)
     if len(best) > 1 and best[1] <= best[0] * (1 + close):
         for _ in range(extra_rounds):
             one_round(False)
-    return {name: (round(min(medians[name]), 4) if medians.get(name)
-                   else float("inf")) for name in compiled}
+    return blocks
 
 
 def _modelled(plan: Plan) -> float:
@@ -146,4 +260,5 @@ def _modelled(plan: Plan) -> float:
     return float("inf") if cost is None else cost
 
 
-__all__ = ["CLOSE", "RaceOutcome", "keep_fastest", "race", "rival_plans"]
+__all__ = ["CLOSE", "RaceOutcome", "Served", "keep_fastest", "race", "race_throughput",
+           "rival_plans"]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tessera._private.accuracy import AccuracyReport
+from tessera.placement._objective import Objective
 
 Timing = float | str  # a plan's end-to-end latency in ms, or why it was not timed
 
@@ -120,6 +121,10 @@ class SearchStats(Mapping[str, Any]):
     partition_overhead_ms: float | None = None
     end_to_end_ms: Mapping[str, Timing] | None = None
     kept: str | None = None  # which rival plan won the end-to-end race
+    # the figure the race compared: `end_to_end_ms` holds the latency at its percentile and
+    # concurrency, and with objective=throughput `throughput_ips` the inferences per second
+    objective: Objective | None = None
+    throughput_ips: Mapping[str, float] | None = None
     calibration_rounds: int | None = None
     plan_key: str | None = None
     plan_cache: str | None = None  # set when the plan was remembered, not searched
@@ -165,6 +170,10 @@ class SearchStats(Mapping[str, Any]):
             values["precision"] = PrecisionRecord.from_dict(values["precision"])
         if "end_to_end_ms" in values:
             values["end_to_end_ms"] = dict(values["end_to_end_ms"])
+        if "objective" in values and not isinstance(values["objective"], Objective):
+            values["objective"] = Objective.from_dict(values["objective"])
+        if "throughput_ips" in values:
+            values["throughput_ips"] = {k: float(v) for k, v in values["throughput_ips"].items()}
         return cls(**values)
 
 
@@ -172,7 +181,7 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(SearchStats))  # the view's s
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, AccuracyReport | PrecisionRecord):
+    if isinstance(value, AccuracyReport | PrecisionRecord | Objective):
         return value.to_dict()
     if isinstance(value, tuple) and value and isinstance(value[0], InvalidCandidate):
         return [v.to_dict() for v in value]

@@ -22,6 +22,7 @@ from tessera.backends._threads import core_budget
 from tessera.ir import NodeSet
 from tessera.placement._candidates import Candidate
 from tessera.placement._costdb import Cost
+from tessera.placement._settings import settings_base
 from tessera.target import Target
 
 SMALL_MS = 0.25
@@ -39,11 +40,13 @@ def one_thread(target: Target) -> Target | None:
 
 
 def base_target(target: str) -> str:
-    """The target a variant was made from (itself when it is not one)."""
+    """The target a variant was made from (itself when it is not one): a one-thread
+    variant's, or a runtime-settings variant's (`_settings.settings_base`)."""
     parsed = Target(target)
-    if parsed.explicit_attrs.get(_ATTR) != 1:
-        return target
-    return str(parsed.with_attrs(**{_ATTR: 0}))
+    base = settings_base(parsed)
+    if base.explicit_attrs.get(_ATTR) == 1:
+        base = base.with_attrs(**{_ATTR: 0})
+    return target if base == parsed else str(base)
 
 
 def small_candidates(chosen: list[tuple[Candidate, Cost]], pinned: NodeSet = 0

@@ -1,0 +1,42 @@
+"""A real model compiled for throughput from two callers on OpenVINO and ONNX Runtime: the
+race compares inferences per second, races settings variants of the whole-model plans, and
+the plan kept agrees with the reference, called alone and from two threads at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+import tessera
+from tessera import backends, zoo
+from tessera._private.numeric import agree
+from tessera.placement import Objective
+
+TARGETS = "openvino,onnxruntime,cpu"
+pytestmark = pytest.mark.skipif(
+    not all(backends.get(b).is_available().ok for b in ("openvino", "onnxruntime")),
+    reason="needs openvino and onnxruntime")
+
+
+def test_a_throughput_compile_keeps_the_most_served_plan_and_agrees_with_the_reference(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "costs.sqlite"))
+    path = zoo.export("mlp", 1)
+    compiled = tessera.compile(path, TARGETS, objective="throughput", concurrency=2)
+    stats = compiled.plan.stats
+    assert stats.objective == Objective("throughput", 50, 2)
+    served = dict(stats.throughput_ips or {})
+    assert stats.kept in served and served[stats.kept] == max(served.values())
+    assert set(served) <= set(stats.end_to_end_ms or {})
+    assert any(name.startswith("only ") and ("-num-threads=" in name or "-num-streams=" in name)
+               for name in stats.end_to_end_ms or {})  # settings variants took part
+
+    feeds = zoo.example_inputs("mlp")
+    want = backends.get("reference").compile(onnx.load(path)).run(feeds)
+    verdict = agree(compiled.run(feeds), want)
+    assert verdict, verdict.why
+    for got in compiled.run_many([feeds] * 8, concurrency=2):
+        verdict = agree(got, want)
+        assert verdict, verdict.why
