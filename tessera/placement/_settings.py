@@ -8,7 +8,7 @@ its backend's `setting_variants` proposes them, named `only <variant target>`.
 A variant sets only its backend's `setting_attrs`, and only where the user left all of them
 open, so that the target it came from is always the variant less those attributes
 (`settings_base`): a variant the numeric guard gives back bans that target as well. An int8
-target gets none: each variant would quantize it again."""
+target's variants share its int8 form (the quantizer's memo and the compile cache hold it)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def setting_variants(target: Target, objective: Objective) -> list[Target]:
     """The variants of `target` worth racing under `objective` (none where the user set any
     of the attributes they would change)."""
     backend = BACKENDS.find(target.kind.name)
-    if backend is None or not backend.setting_attrs or target.attrs.get("precision") == "int8":
+    if backend is None or not backend.setting_attrs:
         return []
     explicit = target.explicit_attrs
     if any(name in explicit for name in backend.setting_attrs):

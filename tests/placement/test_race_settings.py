@@ -52,7 +52,10 @@ def test_what_onnx_runtime_and_openvino_propose() -> None:
     assert setting_variants(ov, Objective("throughput", 50, 2)) == (
         [Target(f"openvino -performance-hint=throughput -num-streams={streams}")]
         if streams > 1 else [])
-    assert setting_variants(Target("onnxruntime -precision=int8"), Objective()) == []
+    # an int8 target's variants keep its precision (they share its int8 form)
+    assert setting_variants(Target("openvino -precision=int8"), Objective("throughput", 50, 2)
+                            ) == ([Target(f"openvino -precision=int8 -performance-hint=throughput "
+                                          f"-num-streams={streams}")] if streams > 1 else [])
     assert setting_variants(Target("reference"), Objective()) == []
 
 
