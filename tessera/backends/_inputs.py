@@ -3,7 +3,7 @@ measurements run on."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -19,17 +19,23 @@ class HasInputs(Protocol):
     def inputs(self) -> Sequence[TensorSpec]: ...
 
 
-def random_inputs(compiled: HasInputs, seed: int = 0) -> dict[str, np.ndarray] | None:
+def random_inputs(compiled: HasInputs, seed: int = 0,
+                  shapes: Mapping[str, Sequence[int]] | None = None
+                  ) -> dict[str, np.ndarray] | None:
     """Inputs of the partition's (or plan's) shapes, or None when some shape is not
-    static."""
+    static. `shapes` gives the shape of an input whose spec has symbolic dimensions (as a
+    profile point fixes them)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     feeds = {}
     for spec in compiled.inputs:
-        if spec.shape is None or not all(isinstance(d, int) for d in spec.shape):
+        dims = spec.shape
+        if (dims is None or not all(isinstance(d, int) for d in dims)) and shapes:
+            dims = tuple(shapes[spec.name]) if spec.name in shapes else dims
+        if dims is None or not all(isinstance(d, int) for d in dims):
             return None
-        shape = tuple(int(d) for d in spec.shape)  # type: ignore[arg-type]
+        shape = tuple(int(d) for d in dims)  # type: ignore[arg-type]
         dtype = np.dtype(spec.dtype)
         if dtype.kind == "f":
             feeds[spec.name] = rng.standard_normal(shape).astype(dtype)

@@ -14,6 +14,7 @@ from typing import Any
 
 from tessera._private.accuracy import AccuracyBudget
 from tessera._private.registry import Registry, did_you_mean
+from tessera._private.shapes import ShapeProfile
 from tessera._private.values import parse_bool, parse_float, parse_int
 from tessera.errors import ConfigError
 
@@ -137,8 +138,15 @@ def _accuracy(value: object) -> AccuracyBudget | None:
     return AccuracyBudget.parse(value)  # a ConfigError is a ValueError: create names the option
 
 
+def _shapes(value: object) -> ShapeProfile | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    profile = ShapeProfile.parse(value)  # a ConfigError is a ValueError: create names it
+    return profile if profile.dims else None
+
+
 def _plain(value: Any) -> Any:
-    return str(value) if isinstance(value, AccuracyBudget) else value
+    return str(value) if isinstance(value, AccuracyBudget | ShapeProfile) else value
 
 
 @dataclass(frozen=True)
@@ -172,6 +180,12 @@ class FlowOptions:
         "max-abs<=X, max-rel<=X, cosine>=X, top1>=X (argmax agreement along the last axis), "
         "joined by commas, e.g. cosine>=0.999,top1>=0.99; measured only when samples are "
         "given", cache_key=True, parse=_accuracy)
+    shapes: ShapeProfile | None = _option(  # noqa: RUF009 (a frozen value)
+        None, "the sizes of the model's symbolic dimensions placement measures at, and the "
+        "ranges run accepts: NAME=V1,V2 (representative values, each measured; V@W weighs "
+        "one) or NAME=MIN:OPT:MAX (measured at OPT), joined by ';', e.g. "
+        "batch=1,4;sequence=1:128:512; without it, each symbolic dimension is measured at 1 "
+        "(128 for a sequence-like name)", cache_key=True, parse=_shapes)
     objective: str = _option(
         "latency", "what the end-to-end race of rival plans keeps: latency (the plan with the "
         "lowest latency-percentile of per-call latencies) or throughput (the plan with the "

@@ -215,6 +215,47 @@ def set_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]
             shape.dim.add().dim_value = int(size)
 
 
+def name_unknown_dims(model: onnx.ModelProto) -> None:
+    """Give each input dimension with neither a size nor a name the name `input.axis`, so
+    that a shape profile and an error can name it."""
+    initializers = {t.name for t in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name in initializers or not value.type.HasField("tensor_type"):
+            continue
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+            if not dim.HasField("dim_value") and not dim.dim_param:
+                dim.dim_param = f"{value.name}.{axis}"
+
+
+def with_input_sizes(model: onnx.ModelProto, sizes: Mapping[str, int]) -> onnx.ModelProto:
+    """A copy of `model` (weights shared by reference where protobuf allows: copied) whose
+    input dimensions named in `sizes` have those sizes, its inferred shapes cleared."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    graph = model.graph
+    # everything but the weights is copied; the weights are set back afterwards, so a
+    # static view of BERT-base does not serialise 440 MB
+    copy.CopyFrom(onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import,
+                                  producer_name=model.producer_name))
+    copy.graph.name = graph.name
+    copy.graph.node.extend(graph.node)
+    copy.graph.input.extend(graph.input)
+    copy.graph.output.extend(graph.output)
+    copy.graph.initializer.extend(graph.initializer)
+    copy.graph.sparse_initializer.extend(graph.sparse_initializer)
+    del copy.graph.value_info[:]
+    for value in copy.graph.input:
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_param in sizes:
+                size = int(sizes[dim.dim_param])
+                dim.Clear()
+                dim.dim_value = size
+    for value in copy.graph.output:  # inferred again
+        value.type.tensor_type.ClearField("shape")
+    return copy
+
+
 MAX_DIM = 2**31 - 1  # what ONNX Runtime and OpenVINO index with
 MAX_ELEMENTS = 2**34  # 64 GiB of float32: beyond any tensor this machine class can hold
 

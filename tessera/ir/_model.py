@@ -69,6 +69,53 @@ class Model:
     def structural_hash(self, mask: NodeSet | None = None) -> str:
         return structural_hash(self, self.dataflow.all_nodes() if mask is None else mask)
 
+    @cached_property
+    def symbols(self) -> tuple[str, ...]:
+        """The symbolic dimensions of the model's inputs, in the order they first appear
+        (a dimension with no name is named `input.axis` when the model loads)."""
+        found: dict[str, None] = {}
+        for name in self.input_names:
+            value_type = self.dataflow.value_types.get(name)
+            for dim in (value_type.shape or ()) if value_type is not None else ():
+                if isinstance(dim, str):
+                    found[dim] = None
+        return tuple(found)
+
+    @property
+    def is_static(self) -> bool:
+        return not self.symbols
+
+    def at(self, sizes: Mapping[str, int]) -> Model:
+        """The model with its symbolic dimensions at `sizes`: the same nodes, every value's
+        shape inferred again. What placement measures a profile point on. A size the model
+        does not allow (a Reshape to a constant, a table too short) is a ModelError naming
+        it."""
+        key = tuple(sorted((n, int(sizes[n])) for n in self.symbols if n in sizes))
+        cache = self.__dict__.setdefault("_at", {})
+        if key in cache:
+            return cache[key]  # type: ignore[no-any-return]
+        missing = [n for n in self.symbols if n not in sizes]
+        if missing:
+            raise ModelError(f"no size given for the symbolic dimension(s) {missing}")
+        proto = _load.with_input_sizes(self.proto, dict(key))
+        try:
+            inferred = _load.check_and_infer(proto, weights_checked=True)
+        except ModelError as err:
+            point = ", ".join(f"{n}={v}" for n, v in key)
+            raise ModelError(f"the model does not allow {point}: {err}") from None
+        static = Model(inferred, self.opset, f"{self.content_digest}@" + ",".join(
+            f"{n}={v}" for n, v in key))
+        cache[key] = static
+        return static
+
+    def static_shape(self, name: str) -> tuple[int, ...] | None:
+        """The shape of value `name` when every dimension is known, else None."""
+        value_type = self.dataflow.value_types.get(name)
+        if value_type is None or value_type.shape is None or not all(
+                isinstance(d, int) for d in value_type.shape):
+            return None
+        return tuple(int(d) for d in value_type.shape)  # type: ignore[arg-type]
+
 
 def load_model(
     source: Any,
@@ -99,6 +146,8 @@ def load_model(
     _load.check_declared_sizes(proto)
     if require_static:
         _load.check_static_inputs(proto)
+    else:
+        _load.name_unknown_dims(proto)
     checked = read.checked and not external  # weights in other files may have changed
     model = Model(_load.check_and_infer(_load.simplify(proto, verify=verify),
                                         weights_checked=checked), opset, digest)
