@@ -118,6 +118,9 @@ class Backend:
 
     # `-t all` takes every available backend with `in_all`, by `rank` (lower first)
     in_all = False
+    # whether a compiled partition runs every size of a symbolic dimension; a backend that
+    # compiles for one shape is a candidate only for models with static shapes
+    dynamic_shapes = True
     rank = 100
     # the colour of this backend's partitions in placement pictures (None: a spare colour)
     colour: str | None = None

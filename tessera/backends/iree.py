@@ -117,6 +117,7 @@ DEVIATIONS = (
 
 class IreeBackend(ProbedBackend):
     kind = KIND
+    dynamic_shapes = False  # compiles for the shapes it is given
     in_all, rank, colour = True, 40, "#2ca02c"
     probe_label = "IREE"
     probe_attrs = ("cpu-features",)

@@ -83,6 +83,7 @@ DEVIATIONS = (
 
 class TvmBackend(ProbedBackend):
     kind = KIND
+    dynamic_shapes = False  # compiles for the shapes it is given
     in_all, rank, colour = True, 50, "#d62728"
     probe_label = "TVM"
     probe_attrs = ("mcpu", "opt-level")

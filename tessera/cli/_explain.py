@@ -83,6 +83,7 @@ def render(plan: object, model: object, label: str, budget: object = None) -> st
               if line is not None]
     lines.append(common.accuracy_line(stats, budget))
     lines += common.precision_lines(stats)
+    lines += common.shape_lines(stats)
     lost = [e for e in stats.invalid_examples or () if e.fault is not None]
     if lost:
         lines.append(f"{stats.invalid} candidate(s) invalid; these crashed or hung in the "
@@ -94,8 +95,9 @@ def render(plan: object, model: object, label: str, budget: object = None) -> st
         summary = ", ".join(f"{op}×{c}" if c > 1 else op for op, c in counts.items())
         cost = f", {part.cost_ms:.3f} ms" if part.cost_ms is not None else ""
         precision = common.partition_precision(stats, i, part.target)
-        lines.append(f"[{i}] {part.target}: {len(part.nodes)} node(s){cost}{precision}: "
-                     f"{summary}")
+        points = common.partition_points(stats, i)
+        lines.append(f"[{i}] {part.target}: {len(part.nodes)} node(s){cost}{points}"
+                     f"{precision}: {summary}")
         lines.append(f"    in: {', '.join(part.inputs) or '-'}; out: {', '.join(part.outputs)}")
     lines += ["", "nodes:"]
     where = {n: str(p.target) for p in plan.partitions for n in p.nodes}

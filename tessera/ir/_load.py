@@ -228,14 +228,12 @@ def name_unknown_dims(model: onnx.ModelProto) -> None:
 
 
 def with_input_sizes(model: onnx.ModelProto, sizes: Mapping[str, int]) -> onnx.ModelProto:
-    """A copy of `model` (weights shared by reference where protobuf allows: copied) whose
-    input dimensions named in `sizes` have those sizes, its inferred shapes cleared."""
+    """A copy of `model` whose input and output dimensions named in `sizes` have those
+    sizes, its inferred shapes cleared (shape inference fills them again)."""
     import onnx
 
     copy = onnx.ModelProto()
     graph = model.graph
-    # everything but the weights is copied; the weights are set back afterwards, so a
-    # static view of BERT-base does not serialise 440 MB
     copy.CopyFrom(onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import,
                                   producer_name=model.producer_name))
     copy.graph.name = graph.name
@@ -245,14 +243,12 @@ def with_input_sizes(model: onnx.ModelProto, sizes: Mapping[str, int]) -> onnx.M
     copy.graph.initializer.extend(graph.initializer)
     copy.graph.sparse_initializer.extend(graph.sparse_initializer)
     del copy.graph.value_info[:]
-    for value in copy.graph.input:
+    for value in (*copy.graph.input, *copy.graph.output):
         for dim in value.type.tensor_type.shape.dim:
             if dim.dim_param in sizes:
                 size = int(sizes[dim.dim_param])
                 dim.Clear()
                 dim.dim_value = size
-    for value in copy.graph.output:  # inferred again
-        value.type.tensor_type.ClearField("shape")
     return copy
 
 

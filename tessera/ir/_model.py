@@ -105,6 +105,10 @@ class Model:
             raise ModelError(f"the model does not allow {point}: {err}") from None
         static = Model(inferred, self.opset, f"{self.content_digest}@" + ",".join(
             f"{n}={v}" for n, v in key))
+        wrong = _reshape_mismatch(static)
+        if wrong:
+            point = ", ".join(f"{n}={v}" for n, v in key)
+            raise ModelError(f"the model does not allow {point}: {wrong}")
         cache[key] = static
         return static
 
@@ -115,6 +119,31 @@ class Model:
                 isinstance(d, int) for d in value_type.shape):
             return None
         return tuple(int(d) for d in value_type.shape)  # type: ignore[arg-type]
+
+
+def _reshape_mismatch(model: Model) -> str | None:
+    """Why a Reshape to a constant shape cannot hold its input at the model's static sizes
+    (shape inference does not check the element counts), or None."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    flow = model.dataflow
+    for name, node in zip(flow.names, flow.nodes, strict=True):
+        if node.op_type != "Reshape" or len(node.input) < 2:
+            continue
+        source, target = model.static_shape(node.input[0]), flow.constants.get(node.input[1])
+        if source is None or target is None:
+            continue
+        dims = [int(d) for d in numpy_helper.to_array(target).ravel()]
+        allow_zero = any(a.name == "allowzero" and a.i for a in node.attribute)
+        dims = [source[i] if d == 0 and not allow_zero and i < len(source) else d
+                for i, d in enumerate(dims)]
+        have, known = int(np.prod(source, dtype=np.int64)), int(np.prod(
+            [d for d in dims if d != -1], dtype=np.int64))
+        if (-1 in dims and (known == 0 or have % known)) or (-1 not in dims and have != known):
+            return (f"node {name!r} reshapes {list(source)} ({have} elements) to "
+                    f"{[int(d) for d in dims]}")
+    return None
 
 
 def load_model(

@@ -18,8 +18,9 @@ from tessera.placement._greedy import place_greedy
 from tessera.placement._measure import Measurer
 from tessera.placement._measurers import LocalMeasurer
 from tessera.placement._plan import Plan, make_partitions
+from tessera.placement._points import Points
 from tessera.placement._search import SearchBudgetError, cheapest_cover
-from tessera.placement._stats import InvalidCandidate, SearchStats
+from tessera.placement._stats import InvalidCandidate, SearchStats, ShapesRecord
 from tessera.placement._support import FALLBACK, SupportTable
 from tessera.placement._variants import keep_faster, small_candidates
 from tessera.target import Target
@@ -36,12 +37,14 @@ class _Priced:
     measurements: int
     cache_hits: int
     measure_seconds: float
+    at_points: list[tuple[float | None, ...]]  # per candidate: its cost at each point
 
     def __add__(self, other: _Priced) -> _Priced:
         return _Priced(self.costs + other.costs, self.candidates + other.candidates,
                        self.measurements + other.measurements,
                        self.cache_hits + other.cache_hits,
-                       round(self.measure_seconds + other.measure_seconds, 3))
+                       round(self.measure_seconds + other.measure_seconds, 3),
+                       self.at_points + other.at_points)
 
 
 def single_target_table(table: SupportTable, target: Target) -> SupportTable | None:
@@ -67,13 +70,14 @@ def known_plans(model: Model, table: SupportTable, min_block_size: int) -> dict[
 def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
                   max_candidate_size: int = 3, min_block_size: int = 1,
                   foreign_costs: bool = False, measurer: Measurer | None = None,
-                  progress: Progress | None = None, partition_overhead_ms: float = 0.0
-                  ) -> tuple[Plan, dict[str, Plan]]:
+                  progress: Progress | None = None, partition_overhead_ms: float = 0.0,
+                  points: Points | None = None) -> tuple[Plan, dict[str, Plan]]:
     """The searched plan and the known plans it was bounded by (with their modelled costs).
     `partition_overhead_ms` is charged once per partition: a partition measured alone in a
     tight loop runs faster than inside a chain, where its pool must wake and its inputs
     arrive cold (`_decide` calibrates it end to end). `measurer` defaults to the isolated
-    worker."""
+    worker. A model with symbolic dimensions is measured at each of `points` and a cost is
+    the points' weighted mean."""
     flow = model.dataflow
     plans = known_plans(model, table, min_block_size)
     index = {name: i for i, name in enumerate(flow.names)}
@@ -81,10 +85,10 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
              for plan in plans.values() for p in plan.partitions]
     candidates = generate(flow, table, max_candidate_size, extra)
     run: Measurer = measurer or LocalMeasurer()
-    priced = _costs(model, candidates, db, run, foreign_costs, progress)
+    priced = _costs(model, candidates, db, run, foreign_costs, progress, points)
     rescue = _uncovered_fallbacks(len(flow), table, candidates, priced.costs)
     if rescue:  # every candidate of these nodes failed to run: the reference takes them
-        priced = priced + _costs(model, rescue, db, run, foreign_costs, progress)
+        priced = priced + _costs(model, rescue, db, run, foreign_costs, progress, points)
         candidates = candidates + rescue
     costs = priced.costs
     usable = [(c, costs[i]) for i, c in enumerate(candidates) if costs[i].ok]
@@ -119,7 +123,8 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     one_thread = None
     tried = small_candidates(chosen, sum(1 << i for i in table.pinned))
     if tried:  # small partitions may run faster on one thread: measured, not assumed
-        variants = _costs(model, [c for _, c in tried], db, run, foreign_costs, progress)
+        variants = _costs(model, [c for _, c in tried], db, run, foreign_costs, progress,
+                          points)
         before = sum(float(cost.ms or 0.0) for _, cost in chosen)
         chosen, one_thread = keep_faster(chosen, tried, variants.costs)
         modelled -= before - sum(float(cost.ms or 0.0) for _, cost in chosen)
@@ -133,6 +138,12 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
         one_thread_partitions=one_thread, bound_ms=None if bound == math.inf else bound,
         partition_overhead_ms=partition_overhead_ms)
     parts = make_partitions(flow, [(c.mask, c.target, cost.ms) for c, cost in chosen])
+    if points is not None and points.dynamic:
+        at_point = {(c.mask, str(c.target)): at for c, at in zip(
+            candidates, priced.at_points, strict=True)}
+        stats = stats.merged(shapes=ShapesRecord(
+            points.labels(), tuple(round(w, 4) for w in points.weights), points.defaulted,
+            tuple(at_point.get((c.mask, str(c.target)), ()) for c, _ in chosen)))
     decisions = _decisions(model, table, chosen, candidates, priced.costs)
     known = {name: replace(plan, partitions=tuple(
         replace(p, cost_ms=priced_at.get((_mask(p.nodes, index), str(p.target))))
@@ -141,10 +152,16 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
 
 
 def _costs(model: Model, candidates: list[Candidate], db: CostDB | None, run: Measurer,
-           foreign: bool, progress: Progress | None = None) -> _Priced:
+           foreign: bool, progress: Progress | None = None, points: Points | None = None
+           ) -> _Priced:
     """Each candidate's cost, measured target by target (in blocks: a spinning pool of one
-    backend must not slow the next one's measurements)."""
+    backend must not slow the next one's measurements). A model with symbolic dimensions
+    is measured at each of its `points` (a static view each, so the cost database keys each
+    cost by its shapes); a candidate's cost is the points' weighted mean, and it fails where
+    any point fails."""
+    views = points.views if points is not None else ((None, model),)
     costs: list[Cost | None] = [None] * len(candidates)
+    at_points: list[tuple[float | None, ...]] = [()] * len(candidates)
     hits = measured = 0
     spent = 0.0
     order = sorted(range(len(candidates)), key=lambda i: str(candidates[i].target))
@@ -157,28 +174,45 @@ def _costs(model: Model, candidates: list[Candidate], db: CostDB | None, run: Me
             version = backends.get(target.kind.name).is_available().version
             keys[str(target)] = (target.tuning_key(), fingerprint(target.kind.name, version))
         tuning, finger = keys[str(target)]
-        structure = model.structural_hash(candidate.mask)
-        known = memo.get((tuning, structure))
-        if known is None and db is not None:
-            known = db.get(tuning, structure, finger)
-            if known is None and foreign:
-                known = db.get_foreign(tuning, structure)
-            hits += known is not None
-        elif known is not None:
-            hits += 1
-        if known is None:
-            began = time.perf_counter()
-            known = run(model, candidate.mask, target)
-            spent += time.perf_counter() - began
-            measured += 1
-            if db is not None:
-                db.put(tuning, structure, finger, known)
-        memo[(tuning, structure)] = known
-        costs[i] = known
+        found: list[Cost] = []
+        for point, view in views:
+            structure = view.structural_hash(candidate.mask)
+            known = memo.get((tuning, structure))
+            if known is None and db is not None:
+                known = db.get(tuning, structure, finger)
+                if known is None and foreign:
+                    known = db.get_foreign(tuning, structure)
+                hits += known is not None
+            elif known is not None:
+                hits += 1
+            if known is None:
+                began = time.perf_counter()
+                known = run(view, candidate.mask, target)
+                spent += time.perf_counter() - began
+                measured += 1
+                if db is not None:
+                    db.put(tuning, structure, finger, known)
+            memo[(tuning, structure)] = known
+            if not known.ok and point is not None and point.sizes:
+                known = replace(known, invalid=f"at {point}: {known.invalid}")
+            found.append(known)
+            if not known.ok:
+                break
+        costs[i] = _combined(found, points)
+        at_points[i] = tuple(k.ms for k in found) if len(found) == len(views) else ()
         if progress is not None:
             progress(hits + measured, len(candidates), str(target))
     return _Priced([c for c in costs if c is not None], len(candidates), measured, hits,
-                   round(spent, 3))
+                   round(spent, 3), at_points)
+
+
+def _combined(found: list[Cost], points: Points | None) -> Cost:
+    """One cost for the profile: the first failure, or the points' weighted mean."""
+    failed = next((k for k in found if not k.ok), None)
+    if failed is not None or len(found) == 1 or points is None:
+        return failed or found[0]
+    mean = points.mean([float(k.ms or 0.0) for k in found])
+    return Cost(round(mean, 6), max(k.spread for k in found), min(k.samples for k in found))
 
 
 def _uncovered_fallbacks(count: int, table: SupportTable, candidates: list[Candidate],

@@ -38,9 +38,10 @@ from tessera.placement._memory import (
 )
 from tessera.placement._pins import PinSpec, resolve_pins
 from tessera.placement._plan import Plan
+from tessera.placement._points import Points
 from tessera.placement._precision import not_tried, search_precision
 from tessera.placement._race import SEARCHED, keep_fastest
-from tessera.placement._stats import PrecisionRecord, SearchStats
+from tessera.placement._stats import PrecisionRecord, SearchStats, ShapesRecord
 from tessera.placement._support import FALLBACK, SupportTable
 from tessera.placement._variants import base_target
 from tessera.placement._verify import verify_plan
@@ -70,6 +71,7 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
     and the config's accuracy budget, its precision variants are searched
     (`_precision.py`)."""
     resolved = resolve_pins(model.dataflow, pins)
+    points = Points.of(model, config)
     collage = config.partitioner == "collage"
     db = db if db is not None or not collage else CostDB()
     measurer = measurer or LocalMeasurer(config.options.isolate, config.options.measure_timeout)
@@ -78,17 +80,21 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
         if collage:
             assert db is not None
             plan, built = _collage(model, config, resolved, banned, builder, measurer,
-                                   progress, db, clock)
+                                   progress, db, clock, points)
         else:
             table = SupportTable.build(model, config, banned, resolved)
             plan, built = place_greedy(model, table, config.options.min_block_size), None
+            if points.dynamic:
+                plan = plan.with_stats(shapes=ShapesRecord(
+                    points.labels(), tuple(round(w, 4) for w in points.weights),
+                    points.defaulted))
         _verified(model, config, plan, resolved, "after placement")
         if not build or builder is None:  # nothing to build with: the plan alone
             return Placement(plan, built)
         guard = config.options.numeric_guard and plan.stats.numeric_guard != "passed"
         if built is None:
             built = builder.build(model, config, plan)
-        verdicts = {**built.failures, **(guard_verdicts(model, plan, built.parts)
+        verdicts = {**built.failures, **(guard_verdicts(model, plan, built.parts, points)
                                          if guard else {})}
         if not verdicts:
             if guard:
@@ -129,8 +135,8 @@ def _with_precision(model: Model, config: CompilationConfig, placed: Placement,
 
 def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target],
              banned: Mapping[str, Mapping[str, str]], builder: Builder | None,
-             measurer: Measurer, progress: Progress | None, db: CostDB, clock: Clock
-             ) -> tuple[Plan, Built | None]:
+             measurer: Measurer, progress: Progress | None, db: CostDB, clock: Clock,
+             points: Points) -> tuple[Plan, Built | None]:
     key = search_key(model, config, pins, banned)
     remembered = recall(db, key)
     if remembered is not None:
@@ -144,14 +150,16 @@ def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
         searched, known = place_collage(
             model, table, db=db, max_candidate_size=options.max_candidate_size,
             min_block_size=options.min_block_size, foreign_costs=options.foreign_costs,
-            measurer=measurer, progress=progress, partition_overhead_ms=overhead)
+            measurer=measurer, progress=progress, partition_overhead_ms=overhead,
+            points=points)
         _verified(model, config, searched, pins, "after the Collage search")
         rounds += 1
         first = first or searched.stats  # where the measuring happened
         if builder is None:  # nothing can time plans end to end: the search decides
             plan, built = searched, None
             break
-        outcome = keep_fastest(model, config, searched, known, builder, db, clock=clock)
+        outcome = keep_fastest(model, config, searched, known, builder, db, clock=clock,
+                               points=points)
         plan, built = outcome.plan, outcome.built
         _verified(model, config, plan, pins, "after the end-to-end race")
         estimate = overhead_estimate(searched, outcome.searched_ms)

@@ -4,7 +4,7 @@ disagrees gives that partition back, and placement is redone without it there.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tessera import backends
 from tessera._private.numeric import agree
@@ -14,13 +14,16 @@ from tessera.backends._inputs import random_inputs
 from tessera.errors import TesseraError
 from tessera.ir import Model, extract_submodel
 from tessera.placement._plan import Plan
+from tessera.placement._points import Points
 from tessera.placement._support import FALLBACK
 from tessera.target import Target
 
 
-def check_partition(model: Model, nodes: Sequence[str], compiled: Compiled) -> str | None:
-    """Why `compiled` cannot be trusted with the partition `nodes` of `model`, or None."""
-    feeds = random_inputs(compiled)
+def check_partition(model: Model, nodes: Sequence[str], compiled: Compiled,
+                    shapes: Mapping[str, Sequence[int]] | None = None) -> str | None:
+    """Why `compiled` cannot be trusted with the partition `nodes` of `model`, or None.
+    `shapes` gives its inputs' shapes where they are symbolic (a profile point)."""
+    feeds = random_inputs(compiled, shapes=shapes)
     if feeds is None:
         return None
     submodel = extract_submodel(model, model.node_set(nodes))
@@ -43,16 +46,23 @@ def lowered(target: Target) -> bool:
     return target.attrs.get("precision") not in (None, "fp32", "f32")
 
 
-def guard_verdicts(model: Model, plan: Plan, parts: Sequence[Compiled | None]
-                   ) -> dict[int, str]:
-    """Partition index -> why the guard gives it back, for the partitions that were built."""
+def guard_verdicts(model: Model, plan: Plan, parts: Sequence[Compiled | None],
+                   points: Points | None = None) -> dict[int, str]:
+    """Partition index -> why the guard gives it back, for the partitions that were built;
+    a model with symbolic dimensions is checked at every point of its profile."""
     verdicts = {}
+    dynamic = points is not None and points.dynamic
     for i, (part, compiled) in enumerate(zip(plan.partitions, parts, strict=True)):
-        if compiled is not None and part.kind != FALLBACK.kind.name and \
-                not lowered(part.target):
-            verdict = check_partition(model, part.nodes, compiled)
+        if compiled is None or part.kind == FALLBACK.kind.name or lowered(part.target):
+            continue
+        for index, (point, _) in enumerate(points.views if points is not None and dynamic
+                                           else ((None, model),)):
+            shapes = points.shapes(index, part.inputs) if points is not None and dynamic \
+                else None
+            verdict = check_partition(model, part.nodes, compiled, shapes)
             if verdict:
-                verdicts[i] = verdict
+                verdicts[i] = f"{verdict} (at {point})" if point is not None else verdict
+                break
     return verdicts
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tessera._private.text import first_line
 from tessera._private.timing import Clock, time_samples, time_throughput
@@ -26,6 +26,7 @@ from tessera.placement._costdb import CostDB
 from tessera.placement._memory import latency_key
 from tessera.placement._objective import Objective
 from tessera.placement._plan import Plan
+from tessera.placement._points import Points
 from tessera.placement._settings import with_setting_variants
 from tessera.placement._stats import Timing
 
@@ -86,13 +87,15 @@ def rival_plans(searched: Plan, known: Mapping[str, Plan]) -> dict[str, Plan]:
 
 def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
                  known: Mapping[str, Plan], builder: Builder, db: CostDB | None = None,
-                 clock: Clock = time.perf_counter) -> RaceOutcome:
-    """Time the rival plans end to end and keep the best under the config's objective.
-    Each plan's figures are remembered too, so a warm compile times nothing and builds only
-    the winner."""
+                 clock: Clock = time.perf_counter, points: Points | None = None
+                 ) -> RaceOutcome:
+    """Time the rival plans end to end and keep the best under the config's objective (at
+    every point of a shape profile, weighted). Each plan's figures are remembered too, so a
+    warm compile times nothing and builds only the winner."""
     objective = Objective.of(config.options)
     rivals = with_setting_variants(rival_plans(searched, known), objective)
-    timings, per_second, built = _timed(model, config, rivals, builder, db, objective, clock)
+    timings, per_second, built = _timed(model, config, rivals, builder, db, objective, clock,
+                                        points)
     measured = {n: t for n, t in timings.items() if isinstance(t, float)}
     if not measured:
         return RaceOutcome(searched, None, SEARCHED, timings, objective, per_second)
@@ -112,7 +115,8 @@ def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
 
 
 def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
-           builder: Builder, db: CostDB | None, objective: Objective, clock: Clock
+           builder: Builder, db: CostDB | None, objective: Objective, clock: Clock,
+           points: Points | None = None
            ) -> tuple[dict[str, Timing], dict[str, float], dict[str, Built]]:
     """Each rival's latency (or why it has none) and, for throughput, its inferences per
     second, in the rivals' order: remembered, or built and raced (and then remembered);
@@ -123,6 +127,8 @@ def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
     keys: dict[str, dict[str, tuple[str, str, str]]] = {}  # name -> figure -> key
     seen: dict[tuple[object, ...], str] = {}
     figures = ("latency", "throughput") if objective.throughput else ("latency",)
+    at = point_shapes(model, points)
+    where = "@" + ";".join(points.labels()) if points is not None and points.dynamic else ""
     for name, plan in rivals.items():
         shape = tuple((p.target, p.nodes) for p in plan.partitions)
         if shape in seen:  # the same plan: time it once
@@ -133,7 +139,7 @@ def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
             timings[name] = "skipped: one of its partitions failed when measured"
             continue
         policy = ThreadPolicy.for_partitions(len(plan.partitions), config.options.threads)
-        keys[name] = {f: latency_key(model, plan, policy, objective.figure_key(f))
+        keys[name] = {f: latency_key(model, plan, policy, objective.figure_key(f) + where)
                       for f in figures}
         remembered = {f: db.get_latency(*key) for f, key in keys[name].items()} \
             if db is not None else {}
@@ -151,11 +157,12 @@ def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
     runnables = {n: b.runnable for n, b in built.items() if b.runnable}
     if objective.throughput:
         for name, served in race_throughput(runnables, objective.concurrency,
-                                            objective.percentile, clock=clock).items():
+                                            objective.percentile, clock=clock,
+                                            points=at).items():
             timings[name], per_second[name] = served.latency_ms, served.per_second
     else:
         timings.update(race(runnables, clock=clock, percentile=objective.percentile,
-                            concurrency=objective.concurrency))
+                            concurrency=objective.concurrency, points=at))
     for name in runnables:
         latency = timings[name]
         if db is not None and isinstance(latency, float) and math.isfinite(latency):
@@ -164,6 +171,13 @@ def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
                 db.put_latency(*keys[name]["throughput"], per_second[name])
     return ({name: timings[name] for name in rivals},
             {name: per_second[name] for name in rivals if name in per_second}, built)
+
+
+def point_shapes(model: Model, points: Points | None) -> PointShapes | None:
+    """The model's input shapes at each point of a dynamic model's profile, weighted."""
+    if points is None or not points.dynamic:
+        return None
+    return [(points.shapes(i, model.input_names), w) for i, w in enumerate(points.weights)]
 
 
 def _best(latency: Mapping[str, float], per_second: Mapping[str, float],
@@ -185,9 +199,25 @@ def _best(latency: Mapping[str, float], per_second: Mapping[str, float],
     return best, f"most inferences per second end to end ({objective})"
 
 
+PointShapes = Sequence[tuple[Mapping[str, Sequence[int]], float]]  # (input shapes, weight)
+
+
+def _feeds(compiled: Mapping[str, Runnable], points: PointShapes | None
+           ) -> dict[str, list[dict[str, Any]]]:
+    """Each plan's inputs at each point (one point, its own shapes, without `points`); a
+    plan with an input no point gives a shape is left out."""
+    feeds: dict[str, list[dict[str, Any]]] = {}
+    for name, c in compiled.items():
+        at = [random_inputs(c, shapes=shapes) for shapes, _ in (points or [({}, 1.0)])]
+        if all(f is not None for f in at):
+            feeds[name] = [f for f in at if f is not None]
+    return feeds
+
+
 def race(compiled: Mapping[str, Runnable], rounds: int = 3, seconds: float = 0.3,
          close: float = CLOSE, extra_rounds: int = 2, clock: Clock = time.perf_counter,
-         *, percentile: float = 50, concurrency: int = 1) -> dict[str, float]:
+         *, percentile: float = 50, concurrency: int = 1,
+         points: PointShapes | None = None) -> dict[str, float]:
     """Each compiled plan's latency (ms): the lowest of its blocks' `percentile` (the
     median by default) of per-call latencies over `rounds` rounds, and `extra_rounds` more
     when the two fastest are within `close` of each other. With `concurrency` > 1, that
@@ -195,17 +225,27 @@ def race(compiled: Mapping[str, Runnable], rounds: int = 3, seconds: float = 0.3
     A plan runs alone for a block, so that another backend's spinning pool never slows its
     runs, and the rounds give every plan its share of the quiet moments: on a shared
     machine other work only ever slows a block (blocks of one plan swung between 14 and
-    28 ms here), so a plan's quietest block is the fairest to compare."""
-    feeds = {name: f for name, c in compiled.items() if (f := random_inputs(c)) is not None}
+    28 ms here), so a plan's quietest block is the fairest to compare. With `points` (the
+    input shapes of a shape profile's points, and their weights), a block times each point
+    in turn and its figure is the points' weighted mean."""
+    feeds = _feeds(compiled, points)
+    weights = _weights(points)
 
     def block(name: str, first: bool) -> float:
-        run = functools.partial(compiled[name].run, feeds[name])
-        warmup = 2 if first else 1
-        if concurrency == 1:
-            return percentile_of(time_samples(run, warmup=warmup, min_runs=2,
-                                              seconds=seconds, clock=clock), percentile)
-        return time_throughput(run, concurrency=concurrency, warmup=warmup, min_calls=2,
-                               seconds=seconds, clock=clock).latency_ms(percentile)
+        total = 0.0
+        for feed, weight in zip(feeds[name], weights, strict=True):
+            run = functools.partial(compiled[name].run, feed)
+            warmup = 2 if first else 1
+            share = seconds / len(weights)
+            if concurrency == 1:
+                ms = percentile_of(time_samples(run, warmup=warmup, min_runs=2,
+                                                seconds=share, clock=clock), percentile)
+            else:
+                ms = time_throughput(run, concurrency=concurrency, warmup=warmup,
+                                     min_calls=2, seconds=share,
+                                     clock=clock).latency_ms(percentile)
+            total += weight * ms
+        return total
 
     blocks = _in_rounds(list(feeds), block, lambda ms: ms, rounds, close, extra_rounds)
     return {name: (round(min(blocks[name]), 4) if blocks.get(name) else float("inf"))
@@ -215,18 +255,27 @@ def race(compiled: Mapping[str, Runnable], rounds: int = 3, seconds: float = 0.3
 def race_throughput(compiled: Mapping[str, Runnable], concurrency: int,
                     percentile: float = 50, rounds: int = 3, seconds: float = 0.3,
                     close: float = CLOSE, extra_rounds: int = 2,
-                    clock: Clock = time.perf_counter) -> dict[str, Served]:
+                    clock: Clock = time.perf_counter, *, points: PointShapes | None = None
+                    ) -> dict[str, Served]:
     """Each compiled plan's throughput with `concurrency` threads calling it at once in a
     loop, in blocks and rounds as `race` times latency: the most inferences per second of
     its blocks, and the lowest latency per call at `percentile`. A plan without static
-    input shapes serves nothing."""
-    feeds = {name: f for name, c in compiled.items() if (f := random_inputs(c)) is not None}
+    input shapes serves nothing. With `points`, a block serves each point in turn: its
+    inferences per second are the inverse of the points' weighted mean time per inference."""
+    feeds = _feeds(compiled, points)
+    weights = _weights(points)
 
     def block(name: str, first: bool) -> tuple[float, float]:
-        served = time_throughput(functools.partial(compiled[name].run, feeds[name]),
-                                 concurrency=concurrency, warmup=2 if first else 1,
-                                 min_calls=2, seconds=seconds, clock=clock)
-        return served.per_second, served.latency_ms(percentile)
+        per_inference = latency = 0.0
+        for feed, weight in zip(feeds[name], weights, strict=True):
+            served = time_throughput(functools.partial(compiled[name].run, feed),
+                                     concurrency=concurrency, warmup=2 if first else 1,
+                                     min_calls=2, seconds=seconds / len(weights), clock=clock)
+            if served.per_second <= 0:
+                return 0.0, math.inf
+            per_inference += weight / served.per_second
+            latency += weight * served.latency_ms(percentile)
+        return 1.0 / per_inference, latency
 
     blocks = _in_rounds(list(feeds), block, lambda b: 1 / b[0] if b[0] > 0 else math.inf,
                         rounds, close, extra_rounds)
@@ -234,6 +283,13 @@ def race_throughput(compiled: Mapping[str, Runnable], concurrency: int,
                           round(min(b[1] for b in blocks[name]), 4))
                    if blocks.get(name) else Served(0.0, float("inf")))
             for name in compiled}
+
+
+def _weights(points: PointShapes | None) -> list[float]:
+    if not points:
+        return [1.0]
+    total = sum(w for _, w in points)
+    return [w / total for _, w in points]
 
 
 def _in_rounds(names: list[str], block: Callable[[str, bool], _B], cost: Callable[[_B], float],

@@ -73,6 +73,29 @@ class VariantRecord:
 
 
 @dataclass(frozen=True)
+class ShapesRecord:
+    """Where a model with symbolic dimensions was measured: the points (`batch=1,sequence=128`)
+    and their weights, whether they were the defaults (no profile given), and each
+    partition's cost at each point (None where not measured alone)."""
+
+    points: tuple[str, ...]
+    weights: tuple[float, ...]
+    defaulted: bool = False
+    partition_ms: tuple[tuple[float | None, ...], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"points": list(self.points), "weights": list(self.weights),
+                "defaulted": self.defaulted,
+                "partition_ms": [list(row) for row in self.partition_ms]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ShapesRecord:
+        return cls(tuple(data["points"]), tuple(float(w) for w in data["weights"]),
+                   bool(data.get("defaulted", False)),
+                   tuple(tuple(row) for row in data.get("partition_ms", ())))
+
+
+@dataclass(frozen=True)
 class PrecisionRecord:
     """The precision search: whether it ran (`status` says why not), over how many
     segments, each variant's record, which plan it kept and the end-to-end race."""
@@ -133,6 +156,7 @@ class SearchStats(Mapping[str, Any]):
     # the plan against the reference on the user's validation samples, after the search
     accuracy: AccuracyReport | None = None
     precision: PrecisionRecord | None = None  # the search of precision variants
+    shapes: ShapesRecord | None = None  # the points a model with symbolic dims was measured at
 
     # -- the mapping view ------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -168,6 +192,8 @@ class SearchStats(Mapping[str, Any]):
             values["accuracy"] = AccuracyReport.from_dict(values["accuracy"])
         if "precision" in values and not isinstance(values["precision"], PrecisionRecord):
             values["precision"] = PrecisionRecord.from_dict(values["precision"])
+        if "shapes" in values and not isinstance(values["shapes"], ShapesRecord):
+            values["shapes"] = ShapesRecord.from_dict(values["shapes"])
         if "end_to_end_ms" in values:
             values["end_to_end_ms"] = dict(values["end_to_end_ms"])
         if "objective" in values and not isinstance(values["objective"], Objective):
@@ -181,7 +207,7 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(SearchStats))  # the view's s
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, AccuracyReport | PrecisionRecord | Objective):
+    if isinstance(value, AccuracyReport | PrecisionRecord | ShapesRecord | Objective):
         return value.to_dict()
     if isinstance(value, tuple) and value and isinstance(value[0], InvalidCandidate):
         return [v.to_dict() for v in value]
@@ -192,4 +218,5 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["InvalidCandidate", "PrecisionRecord", "SearchStats", "Timing", "VariantRecord"]
+__all__ = ["InvalidCandidate", "PrecisionRecord", "SearchStats", "ShapesRecord", "Timing",
+           "VariantRecord"]

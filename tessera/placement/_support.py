@@ -50,7 +50,11 @@ class SupportTable:
         def ask(i: int, target: Target) -> tuple[bool, str]:
             key = (i, target.tuning_key())
             if key not in answers:
-                support = backends.get(target.kind.name).supports(
+                backend = backends.get(target.kind.name)
+                if not backend.dynamic_shapes and not model.is_static:
+                    answers[key] = (False, _static_only(target, model.symbols))
+                    return answers[key]
+                support = backend.supports(
                     flow.nodes[i], model.opset, types, constants, target=target)
                 answers[key] = (support.ok, support.reason)
             return answers[key]
@@ -78,6 +82,11 @@ class SupportTable:
             raise _unplaced_error(flow.names, [flow.nodes[i].op_type for i in unplaced],
                                   [flow.names[i] for i in unplaced], reasons, fallback, pins)
         return cls(tuple(everyone), tuple(allowed), reasons, pins)
+
+
+def _static_only(target: Target, symbols: tuple[str, ...]) -> str:
+    return (f"{target.kind.name} compiles for static shapes, and the model's dimensions "
+            f"{', '.join(symbols)} are symbolic: pin them (--input-shape) to use it")
 
 
 def _unplaced_error(names: list[str], ops: list[str], unplaced: list[str],
