@@ -49,3 +49,17 @@ def random_inputs(compiled: HasInputs, seed: int = 0,
         else:
             return None
     return feeds
+
+
+def shapes_at(compiled: HasInputs, sizes: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
+    """The shape of each input with its symbolic dimensions at `sizes` (a profile point);
+    an input with a dimension `sizes` does not give, or of unknown rank, is left out."""
+    shapes = {}
+    for spec in compiled.inputs:
+        if spec.shape is None:
+            continue
+        dims = [d if isinstance(d, int) else sizes.get(d) if isinstance(d, str) else None
+                for d in spec.shape]
+        if all(isinstance(d, int) for d in dims):
+            shapes[spec.name] = tuple(int(d) for d in dims)  # type: ignore[arg-type]
+    return shapes

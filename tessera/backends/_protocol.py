@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
+    from tessera._private.shapes import ShapeProfile
     from tessera.backends._quantize import Calibration
     from tessera.ir import ValueType
 
@@ -320,15 +321,24 @@ BACKENDS: Registry[Backend] = Registry("backend")
 class InputCheck:
     """Inputs as arrays, or an InputError listing what was expected. Prepared once for a list
     of specs: on the hot path of every run, a correct call costs a dict lookup, a dtype
-    compare and a shape compare per input."""
+    compare and a shape compare per input, and a dict lookup per symbolic dimension. Any
+    shape the specs allow is accepted: fixed sizes exactly, a symbol with one size across
+    all inputs, and within the range the shape `profile` gives it."""
 
-    def __init__(self, specs: list[TensorSpec]) -> None:
+    def __init__(self, specs: list[TensorSpec], profile: ShapeProfile | None = None) -> None:
         import numpy as np
 
         self.specs = specs
+        self.profile = profile
         self._rules = [(s.name, _dtype(s.dtype), s.shape,
-                        s.shape is not None and all(isinstance(d, int) for d in s.shape))
+                        s.shape is not None and all(isinstance(d, int) for d in s.shape),
+                        tuple((axis, d) for axis, d in enumerate(s.shape or ())
+                              if isinstance(d, str)))
                        for s in specs]
+        symbols = [d for rule in self._rules for _, d in rule[4]]
+        self._ranged = tuple(dict.fromkeys(
+            d for d in symbols if profile is not None and (dim := profile.get(d)) is not None
+            and dim.is_range))
         self._ndarray, self._asarray = np.ndarray, np.asarray  # no import on the hot path
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -336,7 +346,8 @@ class InputCheck:
             self._mismatch(inputs)
         ndarray = self._ndarray
         feeds = {}
-        for name, dtype, shape, static in self._rules:
+        seen: dict[str, tuple[int, str]] | None = None  # symbol: its size, and whose
+        for name, dtype, shape, static, symbolic in self._rules:
             value = inputs.get(name)
             if value is None:
                 self._mismatch(inputs)
@@ -346,8 +357,24 @@ class InputCheck:
             if shape is not None and (array.shape != shape if static else not _fits(
                     array.shape, shape)):
                 raise InputError(f"input {name!r} has shape {list(array.shape)}, expected "
-                                 f"{list(shape)}; expected inputs: {_Expected(self.specs)}")
+                                 f"{list(shape)}{_which_dim(array.shape, shape)}; expected "
+                                 f"inputs: {_Expected(self.specs)}")
+            for axis, symbol in symbolic:
+                size = array.shape[axis]
+                if seen is None:
+                    seen = {}
+                first = seen.setdefault(symbol, (size, name))
+                if first[0] != size:
+                    raise InputError(
+                        f"inputs {first[1]!r} and {name!r} disagree on dimension {symbol!r}: "
+                        f"{symbol}={first[0]} in {first[1]!r}, {symbol}={size} in {name!r}; "
+                        f"one symbol has one size in a call")
             feeds[name] = array
+        if seen is not None and self.profile is not None:
+            for symbol in self._ranged:
+                if symbol in seen:
+                    size, where = seen[symbol]
+                    self.profile.check_size(symbol, size, f"input {where!r}")
         return feeds
 
     def _mismatch(self, inputs: Mapping[str, Any]) -> None:
@@ -367,6 +394,16 @@ class InputCheck:
 def _fits(actual: tuple[int, ...], declared: tuple[int | str | None, ...]) -> bool:
     return len(actual) == len(declared) and all(
         not isinstance(d, int) or d == a for d, a in zip(declared, actual, strict=True))
+
+
+def _which_dim(actual: tuple[int, ...], declared: tuple[int | str | None, ...]) -> str:
+    """' (dimension 1 is 7, expected 8)': where a shape the specs refuse first differs."""
+    if len(actual) != len(declared):
+        return f" ({len(actual)} dimensions, expected {len(declared)})"
+    for axis, (a, d) in enumerate(zip(actual, declared, strict=True)):
+        if isinstance(d, int) and a != d:
+            return f" (dimension {axis} is {a}, expected {d})"
+    return ""
 
 
 @functools.cache

@@ -15,7 +15,7 @@ from tessera.backends import Compiled
 from tessera.backends._protocol import InputCheck, TensorSpec
 from tessera.backends._threads import ThreadPolicy, prepare_environment
 from tessera.config import EXECUTORS, RUNTIMES, CompilationConfig
-from tessera.errors import CompileError, InputError
+from tessera.errors import CompileError, ConfigError, InputError
 from tessera.ir import Model, Samples, SampleSource, extract_submodel, load_model
 from tessera.placement import FALLBACK, Built, PinSpec, Plan, Progress, place
 from tessera.runtime._accuracy import with_accuracy
@@ -45,7 +45,7 @@ class CompiledModel:
         types = flow.value_types
         self.inputs = [_spec(name, types) for name in flow.graph_inputs]
         self.inputs_names = [s.name for s in self.inputs]
-        self._check = InputCheck(self.inputs)
+        self._check = InputCheck(self.inputs, config.options.shapes)
         self.outputs = list(flow.graph_outputs)
         constants = {n: t for n, t in flow.initializers.items() if n in self.outputs}
         executor = EXECUTORS.get(config.executor).load()
@@ -123,17 +123,50 @@ def as_config(config: Any, options: Mapping[str, Any]) -> CompilationConfig:
     return CompilationConfig.create(config if config is not None else "onnxruntime", **options)
 
 
+def loaded_for(model: Any, config: CompilationConfig) -> Model:
+    """`model` loaded (its symbolic dimensions kept) and checked against the config's shape
+    profile."""
+    loaded = model if isinstance(model, Model) else load_model(
+        model, require_static=False, verify=config.options.verify)
+    check_profile(loaded, config)
+    return loaded
+
+
+def check_profile(model: Model, config: CompilationConfig) -> None:
+    """A ConfigError for a profile naming a dimension the model lacks, a ModelError for a
+    size the model contradicts (a Reshape to a constant, a positional table too short): both
+    before anything is measured. The ends of each range are checked as well as its optimum,
+    since `run` accepts them."""
+    profile = config.options.shapes
+    if profile is None:
+        return
+    if model.is_static:
+        raise ConfigError(f"shape profile {profile} given, but the model has no symbolic "
+                          "dimensions: every input shape is fixed; leave out the profile")
+    profile.check_names(model.symbols)
+    points = profile.points(model.symbols)
+    for point in points:
+        model.at(point.as_dict())
+    base = points[0].as_dict()
+    for dim in profile.dims:
+        for end in (dim.low, dim.high):
+            if end is not None:
+                model.at({**base, dim.name: end})
+
+
 def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
             progress: Progress | None = None, samples: SampleSource | Samples | None = None,
             **options: Any) -> CompiledModel:
     """Place `model` (a path, bytes or ModelProto) on the backends of `config` (anything
     `CompilationConfig.create` takes) and compile every partition. `pins` fix nodes to
     targets and `progress` follows the measuring (see `tessera.partition`); `options` are
-    flow options (partitioner='greedy', fallback=False, accuracy='cosine>=0.999', ...).
+    flow options (partitioner='greedy', fallback=False, accuracy='cosine>=0.999', ...);
+    `shapes` (`{"batch": [1, 4], "sequence": (1, 128, 512)}` or its string form) gives the
+    sizes of the model's symbolic dimensions to place at and the ranges `run` accepts.
     With `samples` (see `tessera.ir.Samples`), the plan's outputs on the validation samples
     are compared with the reference's, and the report is `plan.stats.accuracy`."""
     config = as_config(config, options)
-    loaded = model if isinstance(model, Model) else load_model(model, verify=config.options.verify)
+    loaded = loaded_for(model, config)
     checked = Samples.load(samples, loaded) if samples is not None else None  # fail early
     prepare_environment(len(config.priority))
     builder = RuntimeBuilder(checked)
@@ -158,7 +191,7 @@ def partition(model: Any, config: Any = None, partitioner: str | None = None,
     if partitioner is not None:
         options = {**options, "partitioner": partitioner}
     config = as_config(config, options)
-    loaded = model if isinstance(model, Model) else load_model(model, verify=config.options.verify)
+    loaded = loaded_for(model, config)
     checked = Samples.load(samples, loaded) if samples is not None else None
     builder = RuntimeBuilder(checked)
     placed = place(loaded, config, pins=pins, builder=builder, progress=progress,
@@ -258,5 +291,5 @@ def _spec(name: str, types: Mapping[str, Any]) -> TensorSpec:
 
 
 __all__ = ["CompiledModel", "RuntimeBuilder", "Transfer", "as_config", "assemble",
-           "build_partitions",
-           "compile", "partition", "plan_devices"]
+           "build_partitions", "check_profile", "compile", "loaded_for", "partition",
+           "plan_devices"]
