@@ -25,9 +25,11 @@ from tessera.cli._common import (
     pin_option,
     placement_table,
     precision_lines,
+    profile_flags,
     samples_option,
     search_line,
     shape_option,
+    shape_profile_option,
     target_option,
 )
 
@@ -87,21 +89,24 @@ def measuring_progress() -> tuple[Any, Any]:
 @objective_options()
 @option_option("max-candidate-size=2")
 @shape_option()
+@shape_profile_option()
 @click.pass_context
 def compile_command(ctx: click.Context, model: str, targets: str, output: str | None,
                     partitioner: str | None, pins: tuple[str, ...], min_block_size: int | None,
                     fallback: str | None, threads: str | None, samples: str | None,
                     accuracy: str | None, objective: str | None, concurrency: int | None,
-                    options: tuple[str, ...], shapes: tuple[str, ...]) -> None:
+                    options: tuple[str, ...], shapes: tuple[str, ...],
+                    profile: tuple[str, ...]) -> None:
     """Place MODEL on the targets, compile every partition and save one artifact."""
     from tessera.ir import Samples, load_model
     from tessera.runtime import compile as compile_model
 
-    options = (*objective_flags(objective, concurrency), *options)
+    options = (*objective_flags(objective, concurrency), *profile_flags(profile), *options)
     config = build_config(targets, options, ctx.args, partitioner=partitioner,
                           min_block_size=min_block_size, fallback=fallback, threads=threads,
                           accuracy=accuracy)
-    loaded = load_model(model, parse_shapes(shapes), verify=config.options.verify)
+    loaded = load_model(model, parse_shapes(shapes), require_static=False,
+                        verify=config.options.verify)
     checked = Samples.load(samples, loaded) if samples else None  # before any measuring
     out = Path(output) if output else Path(model).with_suffix(".tess")
     bar, update = measuring_progress()
@@ -143,10 +148,13 @@ def print_plan_stats(plan: Plan) -> None:
               help="Compare the outputs with the reference backend on the source model.")
 @click.option("--allow-fallback", is_flag=True,
               help="Re-place partitions whose backend is missing or changed version.")
+@shape_option("Shape of the random input NAME where the model has symbolic dimensions, "
+              "e.g. ids=2,64 (repeatable).")
 def run_command(artifact: str, inputs: tuple[str, ...], npz: str | None, output: str | None,
-                runs: int, check: bool, allow_fallback: bool) -> None:
+                runs: int, check: bool, allow_fallback: bool, shapes: tuple[str, ...]
+                ) -> None:
     """Load ARTIFACT (no measuring) and run it on inputs from files, or on random inputs of
-    the model's shapes."""
+    the model's shapes (of --input-shape where the model has symbolic dimensions)."""
     import warnings
 
     from tessera.runtime import load
@@ -156,7 +164,7 @@ def run_command(artifact: str, inputs: tuple[str, ...], npz: str | None, output:
         compiled = load(artifact, allow_fallback=allow_fallback)
     for warning in caught:
         click.echo(f"warning: {warning.message}", err=True)
-    feeds = read_inputs(compiled, inputs, npz)
+    feeds = read_inputs(compiled, inputs, npz, parse_shapes(shapes))
     results = compiled.run(feeds)
     show = console()
     show.print(outputs_table(results))
@@ -174,8 +182,8 @@ def run_command(artifact: str, inputs: tuple[str, ...], npz: str | None, output:
         check_against_reference(compiled, feeds, results)
 
 
-def read_inputs(compiled: Any, items: tuple[str, ...], npz: str | None
-                ) -> dict[str, np.ndarray]:
+def read_inputs(compiled: Any, items: tuple[str, ...], npz: str | None,
+                shapes: dict[str, list[int]] | None = None) -> dict[str, np.ndarray]:
     import numpy as np
 
     from tessera.backends._inputs import random_inputs
@@ -191,12 +199,41 @@ def read_inputs(compiled: Any, items: tuple[str, ...], npz: str | None
         except (OSError, ValueError) as err:
             raise InputError(f"--input {name}={file}: cannot read a .npy array: {err}") from None
     if feeds:
+        if shapes:
+            raise InputError("--input-shape shapes random inputs: leave it out when giving "
+                             "inputs with --input or --inputs")
         return feeds
-    generated = random_inputs(compiled)
+    specs = {s.name: s for s in compiled.inputs}
+    for name, shape in (shapes or {}).items():
+        spec = specs.get(name)
+        if spec is None:
+            raise InputError(f"--input-shape names {name!r}, not an input of the model "
+                             f"(inputs: {', '.join(specs)})")
+        fixed = spec.shape is not None and all(isinstance(d, int) for d in spec.shape)
+        if fixed and tuple(shape) != tuple(spec.shape):
+            raise InputError(f"--input-shape {name}={','.join(map(str, shape))}: input "
+                             f"{name!r} has the fixed shape {list(spec.shape)}")
+    generated = random_inputs(compiled, shapes=shapes)
     if generated is None:
-        raise InputError("the model has dynamic input shapes: give inputs with --input or "
-                         "--inputs, or compile with --input-shape")
+        raise InputError(dynamic_inputs_message(compiled, shapes or {}))
     return generated
+
+
+def dynamic_inputs_message(compiled: Any, shapes: dict[str, list[int]]) -> str:
+    """What to give for random inputs of a model with symbolic dimensions, with an example
+    at the profile's first point (each dimension's default size without a profile)."""
+    from tessera._private.shapes import ShapeProfile
+    from tessera.backends._inputs import shapes_at
+
+    symbols = compiled.model.symbols
+    profile = compiled.config.options.shapes or ShapeProfile(())
+    example = shapes_at(compiled, profile.points(symbols)[0].as_dict())
+    wanted = [s.name for s in compiled.inputs if s.name not in shapes]
+    flags = " ".join(f"--input-shape {n}={','.join(map(str, example[n]))}"
+                     for n in wanted if n in example)
+    return (f"the model has symbolic dimensions ({', '.join(symbols)}): give the shapes of "
+            f"its random inputs ({flags or '--input-shape NAME=D1,D2,...'}), or inputs with "
+            "--input or --inputs")
 
 
 def outputs_table(results: dict[str, np.ndarray]) -> Table:
@@ -254,19 +291,21 @@ def check_against_reference(compiled: Any, feeds: dict[str, np.ndarray],
               help="Save tessera's plan (the Collage row) as an artifact.")
 @option_option("max-candidate-size=2")
 @shape_option()
+@shape_profile_option()
 @click.pass_context
 def bench_command(ctx: click.Context, model: str, targets: str, seconds: float,
                   json_out: str | None, save_to: str | None, options: tuple[str, ...],
-                  shapes: tuple[str, ...]) -> None:
+                  shapes: tuple[str, ...], profile: tuple[str, ...]) -> None:
     """Compare, in one run: each backend natively, tessera on each backend alone, tessera's
-    greedy plan and tessera's Collage plan. Each row is timed in its own block."""
+    greedy plan and tessera's Collage plan. Each row is timed in its own block (a model with
+    symbolic dimensions at its shape profile's heaviest point)."""
     import json
 
     from tessera.ir import load_model
     from tessera.runtime._compare import compare
 
-    config = build_config(targets, options, ctx.args)
-    loaded = load_model(model, parse_shapes(shapes))
+    config = build_config(targets, (*profile_flags(profile), *options), ctx.args)
+    loaded = load_model(model, parse_shapes(shapes), require_static=False)
     bar, update = measuring_progress()
     with bar:
         result = compare(loaded, config, seconds=seconds, progress=update)
@@ -277,7 +316,8 @@ def bench_command(ctx: click.Context, model: str, targets: str, seconds: float,
         show.print(placement_table(plan, loaded, f"tessera's plan: {plan.partitioner}, threads "
                                                  f"{result.best.policy.name}"))
         print_plan_stats(plan)
-    show.print(comparison_table(rows, Path(model).name))
+    label = Path(model).name if loaded.is_static else f"{Path(model).name} at {result.point}"
+    show.print(comparison_table(rows, label))
     if save_to:
         if result.best is None:
             from tessera.errors import CompileError

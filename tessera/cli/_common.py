@@ -49,9 +49,28 @@ def pin_option() -> Callable[[F], F]:
                              "'re:<regex>'; the first '=' ends it.")
 
 
-def shape_option() -> Callable[[F], F]:
+def shape_option(text: str = "Fix a dynamic input shape, e.g. x=1,3,224,224 (repeatable)."
+                 ) -> Callable[[F], F]:
     return click.option("--input-shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
-                        help="Fix a dynamic input shape, e.g. x=1,3,224,224 (repeatable).")
+                        help=text)
+
+
+def shape_profile_option() -> Callable[[F], F]:
+    return click.option("--shape-profile", "profile", multiple=True, metavar="NAME=VALUES",
+                        help="Sizes of a symbolic dimension to place at: representative "
+                             "values (batch=1,4; weighted: sequence=32@1,128@3) or a range "
+                             "min:opt:max that run accepts (sequence=1:128:512), measured "
+                             "at opt (repeatable, one dimension each).")
+
+
+def profile_flags(items: tuple[str, ...]) -> tuple[str, ...]:
+    """--shape-profile items as the -O shapes=... item (an -O given later wins)."""
+    for item in items:
+        name, has_value, values = item.partition("=")
+        if not has_value or not name.strip() or not values.strip():
+            raise ConfigError(f"--shape-profile expects NAME=VALUES (sequence=1:128:512 or "
+                              f"batch=1,4), got {item!r}")
+    return (f"shapes={';'.join(items)}",) if items else ()
 
 
 def samples_option() -> Callable[[F], F]:

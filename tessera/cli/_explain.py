@@ -18,6 +18,7 @@ from tessera.cli._app import cli
 @common.option_option("partitioner=greedy")
 @common.pin_option()
 @common.shape_option()
+@common.shape_profile_option()
 @common.samples_option()
 @common.objective_options()
 @click.option("--json", "as_json", is_flag=True, help="Print the Plan as JSON.")
@@ -26,8 +27,8 @@ from tessera.cli._app import cli
 @click.pass_context
 def explain_command(ctx: click.Context, model: str, targets: str | None,
                     options: tuple[str, ...], pins: tuple[str, ...], shapes: tuple[str, ...],
-                    samples: str | None, objective: str | None, concurrency: int | None,
-                    as_json: bool, html_out: str | None) -> None:
+                    profile: tuple[str, ...], samples: str | None, objective: str | None,
+                    concurrency: int | None, as_json: bool, html_out: str | None) -> None:
     """Show where each node of MODEL (an .onnx model, or a saved .tess artifact) runs, and
     why."""
     from tessera.errors import ConfigError
@@ -39,11 +40,14 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
         if samples:
             raise ConfigError("--samples is for an .onnx model: a .tess artifact shows the "
                               "accuracy recorded when it was compiled")
+        if profile:
+            raise ConfigError("--shape-profile is for an .onnx model: a .tess artifact keeps "
+                              "the profile it was compiled with")
         if objective is not None or concurrency is not None:
             raise ConfigError("--objective and --concurrency are for an .onnx model: a .tess "
                               "artifact shows the race run when it was compiled")
         artifact = read(model)
-        loaded = load_model(artifact.model("model.onnx"))
+        loaded = load_model(artifact.model("model.onnx"), require_static=False)
         plan = artifact.plan
         budget = artifact.config.options.accuracy
     else:
@@ -53,8 +57,10 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
             raise ConfigError("explain MODEL.onnx needs targets: -t onnxruntime,openvino,...")
         config = common.config_from_cli(
             common.expand_targets(targets), None, None, None,
-            (*common.objective_flags(objective, concurrency), *options), ctx.args)
-        loaded = load_model(model, common.parse_shapes(shapes), verify=config.options.verify)
+            (*common.objective_flags(objective, concurrency), *common.profile_flags(profile),
+             *options), ctx.args)
+        loaded = load_model(model, common.parse_shapes(shapes), require_static=False,
+                            verify=config.options.verify)
         plan = partition(loaded, config, pins=common.cli_pins(loaded, pins), samples=samples)
         budget = config.options.accuracy
     if html_out:

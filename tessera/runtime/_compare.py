@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tessera._private.shapes import ShapePoint, ShapeProfile
 from tessera._private.text import typed_line
 from tessera._private.timing import time_block
-from tessera.backends._inputs import random_inputs
+from tessera.backends._inputs import random_inputs, shapes_at
 from tessera.config import CompilationConfig
 from tessera.errors import TesseraError
 from tessera.ir import Model
@@ -25,6 +26,7 @@ from tessera.runtime._native import native_runner
 class Comparison:
     rows: list[dict[str, Any]]
     best: Any  # tessera's own plan for the config (collage, or the single target's)
+    point: ShapePoint  # the sizes of the model's symbolic dimensions the rows ran at
 
 
 def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
@@ -54,9 +56,12 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
                                       for p in value.plan.partitions)
     if compiled_any is None:
         raise TesseraError("no row could be built: every backend failed on this model")
-    feeds = random_inputs(compiled_any)
+    # a model with symbolic dimensions is timed at its profile's heaviest point
+    point = max((config.options.shapes or ShapeProfile(())).points(model.symbols),
+                key=lambda p: p.weight)
+    feeds = random_inputs(compiled_any, shapes=shapes_at(compiled_any, point.as_dict()))
     if feeds is None:
-        raise TesseraError("the model has dynamic input shapes; fix them with --input-shape")
+        raise TesseraError("the model has inputs of unknown rank; fix them with --input-shape")
     rows: list[dict[str, Any]] = []
     for label, value in built.items():
         if isinstance(value, str):
@@ -75,7 +80,7 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
         if best and "median_ms" in row:
             row["vs_best_native"] = round(row["median_ms"] / best, 3)
     own = built.get("tessera collage", built.get(f"tessera {targets[0]}") if targets else None)
-    return Comparison(rows, own if hasattr(own, "plan") else None)
+    return Comparison(rows, own if hasattr(own, "plan") else None, point)
 
 
 def _guarded(build: Callable[[], Any]) -> Any:
