@@ -28,14 +28,16 @@ class ZooModel:
     inputs: tuple[tuple[str, tuple[int, ...], str], ...]  # (name, shape without batch, dtype)
     doc: str
     high: int = 0  # exclusive upper bound for integer inputs (token ids)
+    # whether axis 1 of every input counts tokens: symbolic `sequence` in a dynamic export
+    sequence: bool = False
 
 
 ZOO: Registry[ZooModel] = Registry("zoo model")
 
 
 def _add(name: str, build: Callable[[], Any], inputs: tuple[tuple[str, tuple[int, ...], str], ...],
-         doc: str, high: int = 0) -> None:
-    ZOO.register(name, ZooModel(name, build, inputs, doc, high))
+         doc: str, high: int = 0, sequence: bool = False) -> None:
+    ZOO.register(name, ZooModel(name, build, inputs, doc, high, sequence))
 
 
 def _d() -> Any:
@@ -51,15 +53,17 @@ _add("resnet-tiny", lambda: _d().ResNet((1, 1, 1, 1), base=8, classes=10),
 _add("mobilenetv2-tiny", lambda: _d().MobileNetV2(0.25, classes=10),
      (("image", (3, 64, 64), "float32"),), "MobileNetV2 at width 0.25, 64×64")
 _add("bert-tiny", lambda: _d().Transformer(2, 64, 4, 32, vocab=512),
-     (("ids", (32,), "int64"),), "BERT-like encoder: 2 layers, hidden 64, seq 32", high=512)
+     (("ids", (32,), "int64"),), "BERT-like encoder: 2 layers, hidden 64, seq 32", high=512,
+     sequence=True)
 _add("gpt2-block-tiny", lambda: _d().GPT2Block(64, 4, 32),
-     (("x", (32, 64), "float32"),), "GPT-2 decoder block with a causal mask, hidden 64, seq 32")
+     (("x", (32, 64), "float32"),), "GPT-2 decoder block with a causal mask, hidden 64, seq 32",
+     sequence=True)
 _add("resnet50", lambda: _d().ResNet(), _IMAGE, "ResNet-50")
 _add("mobilenetv2", lambda: _d().MobileNetV2(), _IMAGE, "MobileNetV2 1.0")
 _add("bert-base", lambda: _d().Transformer(), (("ids", (128,), "int64"),),
-     "BERT-base encoder, seq 128", high=30522)
+     "BERT-base encoder, seq 128", high=30522, sequence=True)
 _add("gpt2-small", lambda: _d().Transformer(12, 768, 12, 128, vocab=50257, causal=True),
-     (("ids", (128,), "int64"),), "GPT-2-small decoder, seq 128", high=50257)
+     (("ids", (128,), "int64"),), "GPT-2-small decoder, seq 128", high=50257, sequence=True)
 
 # EfficientNet-B0's stages (expand, channels, repeats, stride), 3x3 depthwise throughout
 _EFFICIENTNET_B0 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 40, 2, 2), (6, 80, 3, 2), (6, 112, 3, 1),
@@ -80,12 +84,16 @@ def names() -> list[str]:
     return ZOO.names()
 
 
-def export(name: str, batch: int = 1) -> Path:
-    """The ONNX file of a bundled model, exported once and cached."""
+def export(name: str, batch: int = 1, *, dynamic: bool = False) -> Path:
+    """The ONNX file of a bundled model, exported once and cached. With `dynamic`, the batch
+    is the symbolic dimension `batch` (and the token axis of a token model `sequence`, up to
+    the length of its positional table and causal mask); `batch` is then only the size the
+    export traces at."""
     entry = ZOO.get(name)
-    path = cache_dir("models") / f"{name}-b{batch}-{_fingerprint()}.onnx"
+    kind = "-dyn" if dynamic else ""
+    path = cache_dir("models") / f"{name}-b{batch}{kind}-{_fingerprint()}.onnx"
     if not path.exists():
-        atomic_write_bytes(path, _export_bytes(entry, batch))
+        atomic_write_bytes(path, _export_bytes(entry, batch, dynamic))
     return path
 
 
@@ -105,7 +113,13 @@ def example_inputs(name: str, batch: int = 1, seed: int = 0) -> dict[str, Any]:
     return feeds
 
 
-def _export_bytes(entry: ZooModel, batch: int) -> bytes:
+def dynamic_axes(entry: ZooModel) -> dict[str, dict[int, str]]:
+    """The symbolic axes of a dynamic export, by input and output name."""
+    axes = {0: "batch", 1: "sequence"} if entry.sequence else {0: "batch"}
+    return {**{name: dict(axes) for name, _, _ in entry.inputs}, "output": dict(axes)}
+
+
+def _export_bytes(entry: ZooModel, batch: int, dynamic: bool = False) -> bytes:
     try:
         import torch
     except ImportError as err:
@@ -126,6 +140,7 @@ def _export_bytes(entry: ZooModel, batch: int) -> bytes:
         torch.onnx.export(module, args, buffer,  # type: ignore[arg-type]  # BytesIO works
                           dynamo=False, opset_version=OPSET,
                           input_names=[i[0] for i in entry.inputs], output_names=["output"],
+                          dynamic_axes=dynamic_axes(entry) if dynamic else None,
                           do_constant_folding=True)
     return buffer.getvalue()
 

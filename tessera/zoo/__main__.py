@@ -1,4 +1,5 @@
-"""`python -m tessera.zoo NAME [BATCH]`: export a bundled model and print its path."""
+"""`python -m tessera.zoo NAME [BATCH] [--dynamic]`: export a bundled model and print its
+path (with --dynamic, its batch and sequence are symbolic dimensions)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from tessera.zoo import export, names
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in names():
-        print(f"usage: python -m tessera.zoo NAME [BATCH]; names: {', '.join(names())}",
-              file=sys.stderr)
+    dynamic = "--dynamic" in argv
+    argv = [a for a in argv if a != "--dynamic"]
+    if not argv or argv[0] not in names() or (len(argv) > 1 and not argv[1].isdigit()):
+        print(f"usage: python -m tessera.zoo NAME [BATCH] [--dynamic]; names: "
+              f"{', '.join(names())}", file=sys.stderr)
         return 2
-    print(export(argv[0], int(argv[1]) if len(argv) > 1 else 1))
+    print(export(argv[0], int(argv[1]) if len(argv) > 1 else 1, dynamic=dynamic))
     return 0
 
 
