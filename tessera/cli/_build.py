@@ -148,8 +148,7 @@ def print_plan_stats(plan: Plan) -> None:
               help="Compare the outputs with the reference backend on the source model.")
 @click.option("--allow-fallback", is_flag=True,
               help="Re-place partitions whose backend is missing or changed version.")
-@shape_option("Shape of the random input NAME where the model has symbolic dimensions, "
-              "e.g. ids=2,64 (repeatable).")
+@shape_option()
 def run_command(artifact: str, inputs: tuple[str, ...], npz: str | None, output: str | None,
                 runs: int, check: bool, allow_fallback: bool, shapes: tuple[str, ...]
                 ) -> None:

@@ -49,10 +49,10 @@ def pin_option() -> Callable[[F], F]:
                              "'re:<regex>'; the first '=' ends it.")
 
 
-def shape_option(text: str = "Fix a dynamic input shape, e.g. x=1,3,224,224 (repeatable)."
-                 ) -> Callable[[F], F]:
+def shape_option() -> Callable[[F], F]:
     return click.option("--input-shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
-                        help=text)
+                        help="Fix the shape of an input with symbolic dimensions, e.g. "
+                             "x=1,3,224,224 (repeatable).")
 
 
 def shape_profile_option() -> Callable[[F], F]:

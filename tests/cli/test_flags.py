@@ -67,7 +67,8 @@ def test_a_short_flag_means_one_long_option_everywhere() -> None:
         "-t": ["--target"], "-v": ["--verbose"]}
 
 
-@pytest.mark.parametrize("long", ["--target", "--option", "--pin", "--input-shape"])
+@pytest.mark.parametrize("long", ["--target", "--option", "--pin", "--input-shape",
+                                  "--shape-profile"])
 def test_shared_options_read_the_same_in_every_command(long: str) -> None:
     forms = {}
     for name, ctx in ALL:
