@@ -53,7 +53,7 @@ class DimProfile:
             return f"{self.name}={self.low}:{self.values[0]}:{self.high}"
         if all(w == 1.0 for w in self.weights):
             return f"{self.name}={','.join(map(str, self.values))}"
-        return f"{self.name}=" + ",".join(f"{v}@{w:g}" for v, w in
+        return f"{self.name}=" + ",".join(f"{v}@{_number(w)}" for v, w in
                                           zip(self.values, self.weights, strict=True))
 
 
@@ -156,6 +156,12 @@ class ShapeProfile:
         return ";".join(str(d) for d in self.dims)
 
 
+def _number(weight: float) -> str:
+    """The shortest text that parses back to `weight` exactly (the spec is a cache key)."""
+    short = f"{weight:g}"
+    return short if float(short) == weight else repr(weight)
+
+
 def _dim(name: str, value: object) -> DimProfile:
     where = f"shape profile dimension {name!r}"
     if isinstance(value, str):
@@ -168,7 +174,10 @@ def _dim(name: str, value: object) -> DimProfile:
             weighted: dict[int, float] = {}
             for item in (p for p in text.split(",") if p.strip()):
                 size, _, weight = item.partition("@")
-                weighted[_int(size, where)] = _weight(weight, where) if weight else 1.0
+                number = _int(size, where)
+                if number in weighted:
+                    raise ConfigError(f"{where}: size {number} is given twice in {text!r}")
+                weighted[number] = _weight(weight, where) if weight else 1.0
             value = weighted
     if isinstance(value, tuple):  # (min, opt, max)
         if len(value) != 3:
