@@ -97,6 +97,43 @@ def test_dynamic_input_needs_a_shape() -> None:
         load_model(proto, input_shapes={"z": [1]})
 
 
+def test_a_static_view_infers_every_shape_at_the_sizes() -> None:
+    proto = mlp()
+    proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    proto.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    model = load_model(proto, require_static=False)
+    assert model.symbols == ("batch",) and not model.is_static
+    assert model.static_shape("y") is None
+    view = model.at({"batch": 5})
+    assert view.is_static and view.static_shape("h2") == (5, 16)
+    assert view.static_shape("y") == (5, 4)
+    assert model.at({"batch": 5}) is view  # kept: placement measures each point often
+    with pytest.raises(ModelError, match=r"no size given .*\['batch'\]"):
+        model.at({})
+
+
+def test_an_unnamed_dimension_is_named_by_its_input_and_axis() -> None:
+    proto = mlp()
+    proto.graph.input[0].type.tensor_type.shape.dim[0].Clear()
+    model = load_model(proto, require_static=False)
+    assert model.symbols == ("x.0",)
+    assert model.at({"x.0": 3}).static_shape("y") == (3, 4)
+
+
+def test_a_size_the_model_contradicts_is_a_model_error_naming_it() -> None:
+    table = helper.make_tensor("table", TensorProto.FLOAT, [2, 8], [1.0] * 16)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "table"], ["y"], name="add")], "table",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+        initializer=[table])
+    model = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                       require_static=False)
+    assert model.at({"batch": 1}).static_shape("y") == (2, 8)  # broadcast
+    with pytest.raises(ModelError, match=r"does not allow batch=4: .*Add"):
+        model.at({"batch": 4})
+
+
 def test_external_data_outside_the_model_directory_is_refused(tmp_path: Path) -> None:
     proto = mlp()
     tensor = proto.graph.initializer[0]
