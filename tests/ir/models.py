@@ -54,3 +54,27 @@ def random_dag(edges: list[tuple[int, int]], n: int) -> onnx.ModelProto:
         nodes, "dag", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
         [helper.make_tensor_value_info(f"v{j}", TensorProto.FLOAT, [2]) for j in sinks])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def two_inputs() -> onnx.ModelProto:
+    """y = (a + b) * w, a and b both [batch, 8]."""
+    weight = numpy_helper.from_array(np.linspace(-1, 1, 8, dtype=np.float32), "w")
+    nodes = [helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+             helper.make_node("Mul", ["s", "w"], ["y"], name="mul")]
+    graph = helper.make_graph(
+        nodes, "pair", [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 8])
+                        for n in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+        initializer=[weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def table() -> onnx.ModelProto:
+    """x [batch, 8] plus a constant [2, 8]: batch 1 or 2 only."""
+    constant = numpy_helper.from_array(np.ones((2, 8), np.float32), "table")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "table"], ["y"], name="add")], "table",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+        initializer=[constant])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -16,7 +16,7 @@ from tessera import load_model
 from tessera.errors import ModelError
 from tessera.ir import bits, members
 
-from .models import diamond, mlp, random_dag
+from .models import diamond, mlp, random_dag, table
 
 
 def test_load_from_path_bytes_and_proto(tmp_path: Path) -> None:
@@ -121,14 +121,7 @@ def test_an_unnamed_dimension_is_named_by_its_input_and_axis() -> None:
 
 
 def test_a_size_the_model_contradicts_is_a_model_error_naming_it() -> None:
-    table = helper.make_tensor("table", TensorProto.FLOAT, [2, 8], [1.0] * 16)
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "table"], ["y"], name="add")], "table",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
-        initializer=[table])
-    model = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
-                       require_static=False)
+    model = load_model(table(), require_static=False)
     assert model.at({"batch": 1}).static_shape("y") == (2, 8)  # broadcast
     with pytest.raises(ModelError, match=r"does not allow batch=4: .*Add"):
         model.at({"batch": 4})

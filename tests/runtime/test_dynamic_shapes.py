@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import tessera
 from tessera import backends, zoo
 from tessera._private.shapes import ShapeProfile
 from tessera.errors import ConfigError, InputError, ModelError
 from tessera.runtime import CompiledModel
+
+from ..ir.models import table, two_inputs
 
 pytestmark = pytest.mark.skipif(not backends.get("onnxruntime").is_available().ok,
                                 reason="needs onnxruntime")
@@ -131,30 +132,6 @@ def test_the_zoo_names_the_sequence_of_its_token_models() -> None:
 
 
 # -- two inputs sharing a symbol; profiles the model contradicts ----------------------------
-def two_inputs() -> onnx.ModelProto:
-    """y = (a + b) * w, a and b both [batch, 8]."""
-    weight = numpy_helper.from_array(np.linspace(-1, 1, 8, dtype=np.float32), "w")
-    nodes = [helper.make_node("Add", ["a", "b"], ["s"], name="add"),
-             helper.make_node("Mul", ["s", "w"], ["y"], name="mul")]
-    graph = helper.make_graph(
-        nodes, "pair", [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 8])
-                        for n in ("a", "b")],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
-        initializer=[weight])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def table() -> onnx.ModelProto:
-    """x [batch, 8] plus a constant [2, 8]: batch 1 or 2 only."""
-    constant = numpy_helper.from_array(np.ones((2, 8), np.float32), "table")
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "table"], ["y"], name="add")], "table",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
-        initializer=[constant])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
 def pair(batch_a: int, batch_b: int, width: int = 8) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     return {"a": rng.standard_normal((batch_a, 8)).astype(np.float32),
