@@ -78,3 +78,14 @@ def table() -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
         initializer=[constant])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def reshape_to_constant() -> onnx.ModelProto:
+    """x [batch, 8] reshaped to the constant [2, 8]: batch 2 only."""
+    shape = numpy_helper.from_array(np.array([2, 8], np.int64), "shape")
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    graph = helper.make_graph(
+        nodes, "reshape", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], initializer=[shape])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

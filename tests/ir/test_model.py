@@ -115,6 +115,7 @@ def test_a_static_view_infers_every_shape_at_the_sizes() -> None:
 def test_an_unnamed_dimension_is_named_by_its_input_and_axis() -> None:
     proto = mlp()
     proto.graph.input[0].type.tensor_type.shape.dim[0].Clear()
+    proto.graph.output[0].type.tensor_type.shape.dim[0].Clear()
     model = load_model(proto, require_static=False)
     assert model.symbols == ("x.0",)
     assert model.at({"x.0": 3}).static_shape("y") == (3, 4)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from tessera._private.shapes import ShapeProfile
 from tessera.errors import ConfigError, InputError, ModelError
 from tessera.runtime import CompiledModel
 
-from ..ir.models import table, two_inputs
+from ..ir.models import reshape_to_constant, table, two_inputs
 
 pytestmark = pytest.mark.skipif(not backends.get("onnxruntime").is_available().ok,
                                 reason="needs onnxruntime")
@@ -163,17 +164,20 @@ def test_a_compiled_partition_checks_its_symbols_too() -> None:
         part.run(pair(3, 4))
 
 
-@pytest.mark.parametrize(("shapes", "error", "words"), [
-    ("batchh=1,4", ConfigError, ["dimension 'batchh'", "did you mean 'batch'",
-                                 "symbolic dimensions: batch"]),
-    ("batch=1,4", ModelError, ["does not allow batch=4", "Add"]),
-    ("batch=1:1:4", ModelError, ["does not allow batch=4"]),  # the range's end
+@pytest.mark.parametrize(("model", "shapes", "error", "words"), [
+    (table, "batchh=1,4", ConfigError, ["dimension 'batchh'", "did you mean 'batch'",
+                                        "symbolic dimensions: batch"]),
+    (table, "batch=1,4", ModelError, ["does not allow batch=4", "Add"]),
+    (table, "batch=1:1:4", ModelError, ["does not allow batch=4"]),  # the range's end
+    (reshape_to_constant, "batch=2,3", ModelError, ["does not allow batch=3",
+                                                    "node 'reshape' reshapes [3, 8]"]),
 ])
 def test_a_profile_the_model_contradicts_is_refused_before_measuring(
-        shapes: str, error: type[Exception], words: list[str]) -> None:
+        model: Callable[[], onnx.ModelProto], shapes: str, error: type[Exception],
+        words: list[str]) -> None:
     for call in (tessera.compile, tessera.partition):
         with pytest.raises(error) as raised:
-            call(table(), "onnxruntime", shapes=shapes)
+            call(model(), "onnxruntime", shapes=shapes)
         for word in words:
             assert word in str(raised.value)
 
