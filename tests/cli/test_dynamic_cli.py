@@ -97,6 +97,18 @@ def test_compile_refuses_a_profile_the_model_contradicts(tmp_path: Path) -> None
     code, _, stderr = run("compile", str(path), "-t", "onnxruntime", "--input-shape", "x=2,8",
                           "--shape-profile", "batch=2", "-o", str(tmp_path / "t.tess"))
     assert code == 2 and "the model has no symbolic dimensions" in stderr
+    code, _, stderr = run("compile", str(path), "-t", "onnxruntime", "--input-shape", "x=2,8",
+                          "-o", str(tmp_path / "t.tess"))
+    assert code == 0, stderr
+    code, stdout, stderr = run("run", str(tmp_path / "t.tess"), "--check")
+    assert code == 0 and "[2, 8]" in stdout, stderr
+
+
+def test_explain_draws_a_model_with_symbolic_dimensions(model: Path, tmp_path: Path) -> None:
+    page = tmp_path / "pair.html"
+    code, _, stderr = run("explain", str(model), "-t", "onnxruntime", "--html", str(page))
+    assert code == 0, stderr
+    assert "batch" in page.read_text()
 
 
 def test_bench_times_the_profile_point(model: Path, tmp_path: Path) -> None:
