@@ -124,12 +124,18 @@ def test_a_cnn_with_a_dynamic_batch_runs_every_batch() -> None:
         compiled.run({"image": np.zeros((2, 3, 32, 32), np.float32)})
 
 
-def test_the_zoo_names_the_sequence_of_its_token_models() -> None:
+def test_the_zoo_names_the_sequence_of_its_token_models(capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
     pytest.importorskip("torch")
+    from tessera.zoo.__main__ import main
+
     model = tessera.load_model(zoo.export("bert-tiny", dynamic=True), require_static=False)
     assert model.symbols == ("batch", "sequence")
     assert tessera.load_model(zoo.export("mlp", dynamic=True),
                               require_static=False).symbols == ("batch",)
+    assert main(["mlp", "--dynamic"]) == 0
+    assert capsys.readouterr().out.strip() == str(zoo.export("mlp", dynamic=True))
+    assert main(["mlp", "two"]) == 2
 
 
 # -- two inputs sharing a symbol; profiles the model contradicts ----------------------------
