@@ -91,9 +91,6 @@ class Model:
         does not allow (a Reshape to a constant, a table too short) is a ModelError naming
         it."""
         key = tuple(sorted((n, int(sizes[n])) for n in self.symbols if n in sizes))
-        cache = self.__dict__.setdefault("_at", {})
-        if key in cache:
-            return cache[key]  # type: ignore[no-any-return]
         missing = [n for n in self.symbols if n not in sizes]
         if missing:
             raise ModelError(f"no size given for the symbolic dimension(s) {missing}")
@@ -109,8 +106,7 @@ class Model:
         if wrong:
             point = ", ".join(f"{n}={v}" for n, v in key)
             raise ModelError(f"the model does not allow {point}: {wrong}")
-        cache[key] = static
-        return static
+        return static  # not kept here: a view holds a copy of the weights
 
     def static_shape(self, name: str) -> tuple[int, ...] | None:
         """The shape of value `name` when every dimension is known, else None."""

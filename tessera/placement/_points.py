@@ -8,34 +8,44 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from tessera._private.shapes import ShapePoint, ShapeProfile
 from tessera.config import CompilationConfig
 from tessera.ir import Model
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Points:
-    views: tuple[tuple[ShapePoint, Model], ...]
+    model: Model
+    points: tuple[ShapePoint, ...]
     defaulted: bool = False  # the model is dynamic and no profile was given
 
     @classmethod
     def of(cls, model: Model, config: CompilationConfig) -> Points:
         if model.is_static:
-            return cls(((ShapePoint(()), model),))
+            return cls(model, (ShapePoint(()),))
         profile = config.options.shapes or ShapeProfile(())
         profile.check_names(model.symbols)
-        views = tuple((p, model.at(p.as_dict())) for p in profile.points(model.symbols))
-        return cls(views, defaulted=config.options.shapes is None)
+        return cls(model, tuple(profile.points(model.symbols)),
+                   defaulted=config.options.shapes is None)
+
+    @cached_property
+    def views(self) -> tuple[tuple[ShapePoint, Model], ...]:
+        """Each point and the model's static view there, made when first measured (a
+        warm compile measures nothing; each view holds a copy of the weights)."""
+        if not self.dynamic:
+            return ((self.points[0], self.model),)
+        return tuple((p, self.model.at(p.as_dict())) for p in self.points)
 
     @property
     def dynamic(self) -> bool:
-        return bool(self.views[0][0].sizes)
+        return bool(self.points[0].sizes)
 
     @property
     def weights(self) -> list[float]:
-        total = sum(p.weight for p, _ in self.views)
-        return [p.weight / total for p, _ in self.views]
+        total = sum(p.weight for p in self.points)
+        return [p.weight / total for p in self.points]
 
     def mean(self, values: Sequence[float]) -> float:
         """The profile's weighted mean of per-point figures."""
@@ -47,7 +57,7 @@ class Points:
         return {n: s for n in names if (s := view.static_shape(n)) is not None}
 
     def labels(self) -> tuple[str, ...]:
-        return tuple(str(p) for p, _ in self.views)
+        return tuple(str(p) for p in self.points)
 
 
 __all__ = ["Points"]

@@ -80,6 +80,33 @@ def test_the_encoder_runs_every_shape_matching_the_reference(
     assert_close(got, reference(encoder, feeds))
 
 
+SHAPES = [(1, 7), (2, 64), (3, 128), (1, 300)]
+
+
+@pytest.mark.parametrize("target", ["onnxruntime", "openvino", "torch", "reference"])
+def test_each_single_backend_runs_every_shape(encoder: Path, target: str) -> None:
+    if not backends.get(target).is_available().ok:
+        pytest.skip(f"{target} is not installed here")
+    compiled = tessera.compile(encoder, target)
+    assert [p.kind for p in compiled.plan.partitions] == [target]
+    for shape in SHAPES:
+        feeds = ids(*shape, seed=shape[1])
+        assert_close(compiled.run(feeds), reference(encoder, feeds))
+
+
+def test_a_mixed_plan_runs_every_shape(encoder: Path) -> None:
+    if not backends.get("openvino").is_available().ok:
+        pytest.skip("openvino is not installed here")
+    # attention on OpenVINO, the rest on ONNX Runtime: symbolic sizes cross partitions
+    compiled = tessera.compile(encoder, "onnxruntime,openvino", partitioner="greedy",
+                               pins={"re:.*/attn/.*": "openvino"})
+    kinds = [p.kind for p in compiled.plan.partitions]
+    assert "openvino" in kinds and "onnxruntime" in kinds and len(kinds) > 2
+    for shape in SHAPES:
+        feeds = ids(*shape, seed=shape[0])
+        assert_close(compiled.run(feeds), reference(encoder, feeds))
+
+
 def test_a_range_bounds_what_run_accepts(encoder: Path) -> None:
     compiled = tessera.compile(encoder, "onnxruntime", shapes="batch=1,2;sequence=8:64:256")
     assert_close(compiled.run(ids(4, 8)), reference(encoder, ids(4, 8)))  # batch: any size
