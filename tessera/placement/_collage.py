@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tessera import backends
+from tessera._private.shapes import ShapePoint
 from tessera.ir import Model, NodeSet, members
 from tessera.placement._candidates import Candidate, generate
 from tessera.placement._costdb import Cost, CostDB, fingerprint
@@ -173,37 +174,73 @@ def _costs(model: Model, candidates: list[Candidate], db: CostDB | None, run: Me
         if str(target) not in keys:
             version = backends.get(target.kind.name).is_available().version
             keys[str(target)] = (target.tuning_key(), fingerprint(target.kind.name, version))
-        tuning, finger = keys[str(target)]
-        found: list[Cost] = []
-        for point, view in views:
-            structure = view.structural_hash(candidate.mask)
-            known = memo.get((tuning, structure))
-            if known is None and db is not None:
-                known = db.get(tuning, structure, finger)
-                if known is None and foreign:
-                    known = db.get_foreign(tuning, structure)
-                hits += known is not None
-            elif known is not None:
-                hits += 1
-            if known is None:
-                began = time.perf_counter()
-                known = run(view, candidate.mask, target)
-                spent += time.perf_counter() - began
-                measured += 1
-                if db is not None:
-                    db.put(tuning, structure, finger, known)
-            memo[(tuning, structure)] = known
-            if not known.ok and point is not None and point.sizes:
-                known = replace(known, invalid=f"at {point}: {known.invalid}")
-            found.append(known)
-            if not known.ok:
-                break
+        priced = _priced_at_points(model, candidate, views, points, memo, db, run, foreign,
+                                   keys[str(target)])
+        hits += priced.hits
+        measured += priced.measured
+        spent += priced.seconds
+        found = priced.costs
         costs[i] = _combined(found, points)
         at_points[i] = tuple(k.ms for k in found) if len(found) == len(views) else ()
         if progress is not None:
             progress(hits + measured, len(candidates), str(target))
     return _Priced([c for c in costs if c is not None], len(candidates), measured, hits,
                    round(spent, 3), at_points)
+
+
+@dataclass
+class _Found:
+    costs: list[Cost]
+    hits: int = 0
+    measured: int = 0
+    seconds: float = 0.0
+
+
+def _priced_at_points(model: Model, candidate: Candidate,
+                      views: tuple[tuple[ShapePoint | None, Model], ...],
+                      points: Points | None, memo: dict[tuple[str, str], Cost],
+                      db: CostDB | None, run: Measurer, foreign: bool, key: tuple[str, str]
+                      ) -> _Found:
+    """A candidate's cost at each point: remembered under the static view's structure, or
+    measured. At several points, a measurer that can (`at_points`) compiles the candidate
+    once with its symbolic dimensions and times it at each point."""
+    tuning, finger = key
+    structures = [view.structural_hash(candidate.mask) for _, view in views]
+    known: list[Cost | None] = []
+    found = _Found([])
+    for structure in structures:
+        cost = memo.get((tuning, structure))
+        if cost is None and db is not None:
+            cost = db.get(tuning, structure, finger)
+            if cost is None and foreign:
+                cost = db.get_foreign(tuning, structure)
+        found.hits += cost is not None
+        known.append(cost)
+    missing = [i for i, cost in enumerate(known) if cost is None]
+    if missing:
+        began = time.perf_counter()
+        at_points = getattr(run, "at_points", None)
+        if len(missing) > 1 and points is not None and callable(at_points):
+            inputs = model.dataflow.boundary(candidate.mask)[0]
+            costs = at_points(model, candidate.mask, candidate.target,
+                              [points.shapes(i, inputs) for i in missing])
+        else:
+            costs = [run(views[i][1], candidate.mask, candidate.target) for i in missing]
+        found.seconds = time.perf_counter() - began
+        found.measured = len(missing)
+        for i, cost in zip(missing, costs, strict=True):
+            known[i] = cost
+            if db is not None:
+                db.put(tuning, structures[i], finger, cost)
+    for (point, _), structure, cost in zip(views, structures, known, strict=True):
+        assert cost is not None
+        memo[(tuning, structure)] = cost
+        if not cost.ok and point is not None and point.sizes:
+            cost = replace(cost, invalid=f"at {point}: {cost.invalid}")
+        found.costs.append(cost)
+        if not cost.ok:
+            break
+    return found
 
 
 def _combined(found: list[Cost], points: Points | None) -> Cost:

@@ -17,13 +17,13 @@ import signal
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from tessera.config import MEASURE_TIMEOUT_S
 from tessera.placement._costdb import Cost
-from tessera.placement._measure import MeasureSettings, measure_submodel
+from tessera.placement._measure import MeasureSettings, measure_points
 from tessera.target import Target
 
 
@@ -60,16 +60,23 @@ class MeasureWorker:
 
     def measure(self, submodel: bytes, target: str, settings: MeasureSettings,
                 timeout_s: float = MEASURE_TIMEOUT_S) -> Cost:
+        return self.measure_points(submodel, target, settings, [{}], timeout_s)[0]
+
+    def measure_points(self, submodel: bytes, target: str, settings: MeasureSettings,
+                       points: Sequence[Mapping[str, Sequence[int]]],
+                       timeout_s: float = MEASURE_TIMEOUT_S) -> list[Cost]:
+        """One compile, a cost per point (its inputs' shapes); the timeout covers them all."""
+        shapes = [{n: [int(d) for d in s] for n, s in p.items()} for p in points]
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._start()
             try:
-                self._conn.send((submodel, target, asdict(settings)))
-                if self._conn.poll(timeout_s):
-                    return Cost(*self._conn.recv())
+                self._conn.send((submodel, target, asdict(settings), shapes))
+                if self._conn.poll(timeout_s * len(points)):
+                    return [Cost(*c) for c in self._conn.recv()]
             except (EOFError, OSError):
                 pass
-            return self._lost(timeout_s)
+            return [self._lost(timeout_s)] * len(points)
 
     def _lost(self, timeout_s: float) -> Cost:
         """Why the worker gave no answer; it is replaced before the next candidate."""
@@ -113,10 +120,10 @@ def _serve(conn: Any) -> None:
         request = conn.recv()
         if request is None:
             return
-        submodel, target, settings = request
-        cost = measure_submodel(onnx.load_from_string(submodel), Target(target),
-                                MeasureSettings(**settings))
-        conn.send((cost.ms, cost.spread, cost.samples, cost.invalid))
+        submodel, target, settings, points = request
+        costs = measure_points(onnx.load_from_string(submodel), Target(target),
+                               MeasureSettings(**settings), points)
+        conn.send([(c.ms, c.spread, c.samples, c.invalid) for c in costs])
 
 
 _shared: MeasureWorker | None = None

@@ -8,6 +8,8 @@ isolated worker, where a backend that crashes or hangs costs only its candidate.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -38,22 +40,53 @@ class Measurer(Protocol):
     def __call__(self, model: Model, mask: NodeSet, target: Target) -> Cost: ...
 
 
+class PointMeasurer(Measurer, Protocol):
+    """A measurer that also prices a candidate of a model with symbolic dimensions at
+    several points with one compile: one cost per point (its inputs' shapes there)."""
+
+    def at_points(self, model: Model, mask: NodeSet, target: Target,
+                  points: Sequence[Mapping[str, Sequence[int]]]) -> list[Cost]: ...
+
+
 def measure_submodel(submodel: onnx.ModelProto, target: Target,
                      settings: MeasureSettings | None = None) -> Cost:
+    return measure_points(submodel, target, settings, [{}])[0]
+
+
+def measure_points(submodel: onnx.ModelProto, target: Target,
+                   settings: MeasureSettings | None,
+                   points: Sequence[Mapping[str, Sequence[int]]]) -> list[Cost]:
+    """The submodel compiled once and timed at each point (its inputs' shapes there, for a
+    submodel with symbolic dimensions; `{}` for its own static shapes): one cost per point,
+    all failed when it does not compile."""
     settings = settings or MeasureSettings()
     try:
         compiled = backends.get(target.kind.name).compile(submodel, target, check=False)
-        feeds = random_inputs(compiled)
-        if feeds is None:
-            return Cost.failed("inputs have no static shape to measure with")
-        latency = time_block(lambda: compiled.run(feeds), warmup=settings.warmup,
-                             min_runs=settings.min_runs, max_runs=settings.max_runs,
-                             seconds=settings.budget_s)
     except TesseraError as err:
-        return Cost.failed(first_line(err))
+        return [Cost.failed(first_line(err))] * len(points)
     except Exception as err:  # a backend's own failure must not end the compile
-        return Cost.failed(typed_line(err))
-    return Cost(latency.median_ms, latency.spread_ms, latency.runs)
+        return [Cost.failed(typed_line(err))] * len(points)
+    costs = []
+    # at several points the search uses their mean, which averages their noise: fewer runs
+    # each, and one warm-up after the first point's
+    min_runs = settings.min_runs if len(points) == 1 else max(3, settings.min_runs - 2)
+    for index, shapes in enumerate(points):
+        try:
+            feeds = random_inputs(compiled, shapes=shapes)
+            if feeds is None:
+                costs.append(Cost.failed("inputs have no static shape to measure with"))
+                continue
+            run = functools.partial(compiled.run, feeds)
+            latency = time_block(run, warmup=settings.warmup if index == 0 else 1,
+                                 min_runs=min_runs, max_runs=settings.max_runs,
+                                 seconds=settings.budget_s / len(points))
+        except TesseraError as err:
+            costs.append(Cost.failed(first_line(err)))
+        except Exception as err:
+            costs.append(Cost.failed(typed_line(err)))
+        else:
+            costs.append(Cost(latency.median_ms, latency.spread_ms, latency.runs))
+    return costs
 
 
-__all__ = ["MeasureSettings", "Measurer", "measure_submodel"]
+__all__ = ["MeasureSettings", "Measurer", "PointMeasurer", "measure_points", "measure_submodel"]
