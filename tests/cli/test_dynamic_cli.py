@@ -119,3 +119,43 @@ def test_bench_times_the_profile_point(model: Path, tmp_path: Path) -> None:
     assert "pair.onnx at batch=4" in stdout
     assert [r["row"] for r in json.loads(out.read_text())] == [
         "native onnxruntime", "tessera onnxruntime"]
+
+
+def _batch_sequence(path: Path) -> Path:
+    """x [batch, sequence, 8] -> MatMul -> Relu -> Softmax."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8),
+                                     "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("Relu", ["m"], ["r"], name="relu"),
+             helper.make_node("Softmax", ["r"], ["y"], name="softmax", axis=-1)]
+    dims = ["batch", "sequence", 8]
+    graph = helper.make_graph(nodes, "bs", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, dims)], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, dims)], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("profile", [(), ("--shape-profile", "sequence=4,16")])
+def test_compile_with_and_without_a_profile_runs_every_shape(tmp_path: Path,
+                                                             profile: tuple[str, ...]) -> None:
+    if not backends.get("openvino").is_available().ok:
+        pytest.skip("openvino is not installed here")
+    model = _batch_sequence(tmp_path / "bs.onnx")
+    out = tmp_path / "bs.tess"
+    code, _, stderr = run("compile", str(model), "-t", "onnxruntime,openvino",
+                          *profile, "-o", str(out))
+    assert code == 0, stderr
+    code, stdout, stderr = run("explain", str(model), "-t", "onnxruntime,openvino", *profile)
+    assert code == 0, stderr
+    if profile:
+        assert "shapes: measured at the profile's point(s) batch=1,sequence=4" in stdout
+    else:
+        assert "default point batch=1,sequence=128" in stdout and "--shape-profile" in stdout
+    for shape in ("1,7,8", "3,40,8"):
+        code, stdout, stderr = run("run", str(out), "--input-shape", f"x={shape}", "--check")
+        assert code == 0, stderr
+        assert "match the reference backend" in stdout
