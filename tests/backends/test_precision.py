@@ -193,3 +193,27 @@ def test_the_int8_form_is_kept_and_keyed_on_the_calibration_data(
                             calibration=_samples(conv_net(), 4, seed=3))
     assert len(list(root.iterdir())) == 2  # other calibration data: another int8 form
     assert list((tmp_path / "tmp").iterdir()) == []  # no quantizer files left behind
+
+
+def test_the_quantizer_memo_digest_follows_the_graph_and_every_weight_byte() -> None:
+    from tessera.backends._quantize import model_digest
+
+    base = matmul_net()
+    assert model_digest(base) == model_digest(matmul_net())  # the same model, rebuilt
+    assert model_digest(base) != model_digest(matmul_net(seed=1))  # other weights
+    one_byte = matmul_net()
+    raw = bytearray(one_byte.graph.initializer[2].raw_data)
+    raw[-1] ^= 1
+    one_byte.graph.initializer[2].raw_data = bytes(raw)
+    assert model_digest(one_byte) != model_digest(base)
+    renamed = matmul_net()
+    renamed.graph.node[2].name = "relu_renamed"
+    assert model_digest(renamed) != model_digest(base)
+    typed = matmul_net()  # a weight in a typed field rather than raw bytes
+    typed.graph.initializer[4].CopyFrom(numpy_helper.from_array(
+        numpy_helper.to_array(base.graph.initializer[4]), "w3"))
+    typed.graph.initializer[4].ClearField("raw_data")
+    typed.graph.initializer[4].float_data.extend(
+        numpy_helper.to_array(base.graph.initializer[4]).ravel().tolist())
+    assert model_digest(typed) != model_digest(base)
+    assert model_digest(typed) == model_digest(typed)
