@@ -239,10 +239,10 @@ def config_from_cli(
         if not has_value:
             raise ConfigError(f"--option expects NAME=VALUE, got {item!r}")
         flow[key.strip()] = value.strip()
-    return CompilationConfig.create(
-        targets, host=host, executor=executor, runtime=runtime,
-        target_options=target_options, **flow,
-    )
+    config = CompilationConfig.create(targets, host=host, runtime=runtime,
+                                      target_options=target_options, **flow)
+    # as in tessera.compile: an executor's name with named executors, else the executor kind
+    return config if executor is None else config.executor_config(executor)
 
 
 def end_to_end_line(stats: SearchStats) -> str | None:

@@ -167,8 +167,10 @@ def test_duplicates_are_rejected_but_variants_of_one_backend_are_not() -> None:
 
 # -- host rules --------------------------------------------------------------------------
 def test_host_rules() -> None:
-    assert CompilationConfig.create(["cuda", "cpu -mcpu=x"], host="cpu -mcpu=y").host == Target(
-        "cpu -mcpu=y")
+    assert CompilationConfig.create(["cuda", "cpu -mcpu=x"], host="cpu -mcpu=x -num-cores=4"
+                                    ).host == Target("cpu -mcpu=x -num-cores=4")
+    assert CompilationConfig.create(["cuda", "cpu -mcpu=x"], host="cpu -num-cores=4").host == (
+        Target("cpu -num-cores=4"))  # no attribute set two ways: one CPU can be both
     assert CompilationConfig.create(["cuda", "cpu -mcpu=x"]).host == Target("cpu -mcpu=x")
     assert CompilationConfig.create(["cuda"]).host == Target("cpu")
     carried = CompilationConfig.create([Target("cuda", host="cpu -mcpu=z")])
@@ -183,8 +185,36 @@ def test_host_errors() -> None:
     with pytest.raises(ConfigError, match="different hosts"):
         CompilationConfig.create([Target("cuda", host="cpu -mcpu=a"),
                                   Target("onnxruntime -device=cuda", host="cpu -mcpu=b")])
-    with pytest.raises(ConfigError, match="host must be a device target"):
+    with pytest.raises(ConfigError, match="host must be a CPU device target"):
         CompilationConfig.create("cpu", host="openvino")
+
+
+def test_a_gpu_is_no_host() -> None:
+    with pytest.raises(ConfigError) as info:
+        CompilationConfig.create("onnxruntime", host="cuda -arch=sm_80")
+    assert str(info.value) == (
+        "the host must be a CPU device target such as 'cpu' or 'cpu -mcpu=skylake', not "
+        "'cuda -arch=sm_80'; list 'cuda -arch=sm_80' as a target and give a cpu host")
+    assert CompilationConfig.create(["onnxruntime", "cuda -arch=sm_80"], host="cpu").devices == (
+        "cpu", "cuda")  # the fix the message names
+
+
+def test_a_host_contradicting_a_cpu_target_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        CompilationConfig.create(["openvino", "cpu -mcpu=skylake"], host="cpu -mcpu=cortex-m0")
+    assert str(info.value) == (
+        "the host 'cpu -mcpu=cortex-m0' contradicts the cpu target 'cpu -mcpu=skylake': -mcpu "
+        "is 'cortex-m0' on one and 'skylake' on the other, so they cannot be the same CPU; give "
+        "the host the target's -mcpu, or leave the host out (the first cpu target hosts then)")
+    with pytest.raises(ConfigError, match="contradicts the cpu target 'cpu -mcpu=a'"):
+        CompilationConfig.create([Target("cpu -mcpu=a", host="cpu -mcpu=b")])
+    # A host that specialises the target, or that the target specialises, is the same CPU.
+    for host in ("cpu -mcpu=skylake -num-cores=2", "cpu"):
+        config = CompilationConfig.create(["openvino", "cpu -mcpu=skylake"], host=host)
+        assert config.host == Target(host)
+        assert config.target_for_device("cpu") == Target("cpu -mcpu=skylake")
+    with pytest.raises(ConfigError, match="contradicts"):
+        dataclasses.replace(CompilationConfig.create("cpu -mcpu=a"), host=Target("cpu -mcpu=b"))
 
 
 def test_legacy_target_host_warns() -> None:
