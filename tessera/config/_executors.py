@@ -106,8 +106,9 @@ def build_executors(data: Mapping[Any, Any], overrides: Overrides) -> tuple[Exec
     base = FlowOptions.create(_mapping(fields.get("options") or {}, "'options'"))
     default_executor = _str(fields.get("executor"), "'executor'")
     default_runtime = _str(fields.get("runtime"), "'runtime'")
+    defined = frozenset(pool)
     return tuple(
-        _executor(name_of(name), entry, pool, base,
+        _executor(name_of(name), entry, pool, defined, base,
                   overrides.executor or default_executor,
                   overrides.runtime or default_runtime, overrides.options)
         for name, entry in raw_executors.items()
@@ -142,9 +143,13 @@ def executors_to_dict(executors: tuple[ExecutorConfig, ...]) -> dict[str, Any]:
 
 
 # -- one executor --------------------------------------------------------------------------
-def _executor(name: str, entry: Any, pool: dict[str, Target], base: FlowOptions,
-              executor: str | None, runtime: str | None, options: Mapping[str, Any]
-              ) -> ExecutorConfig:
+def _executor(name: str, entry: Any, pool: dict[str, Target], defined: frozenset[str],
+              base: FlowOptions, executor: str | None, runtime: str | None,
+              options: Mapping[str, Any]) -> ExecutorConfig:
+    """One executor. `pool` holds the named targets, and gains the backends `enable-byoc`
+    lists by value (named after their kind); a name resolves only to a target `defined` in
+    the config, so a later 'onnxruntime' is never taken for the name an earlier
+    'onnxruntime -device=cuda' was given."""
     where = f"executor {name!r}"
     if not isinstance(entry, Mapping):
         raise ConfigError(f"{where} must be an object with 'targets', 'target_host', "
@@ -153,15 +158,15 @@ def _executor(name: str, entry: Any, pool: dict[str, Target], base: FlowOptions,
     devices: list[NamedTarget] = []
     backends: list[NamedTarget] = []
     for target_name in _names(fields.get("targets", []), f"{where}'s 'targets'"):
-        if target_name not in pool:
-            raise unknown_name("target", target_name, list(pool),
+        if target_name not in defined:
+            raise unknown_name("target", target_name, sorted(defined, key=list(pool).index),
                                f"{where} lists it; define it under the top-level 'targets'")
         named = NamedTarget(target_name, pool[target_name])
         (backends if named.target.is_external_codegen else devices).append(named)
     flow = dict(_mapping(fields.get("flow-config") or {}, f"{where}'s 'flow-config'"))
     byoc_keys = [k for k in flow if _key(k) == _BYOC]
     for item in _list(flow.pop(byoc_keys[0]) if byoc_keys else [], f"{where}'s '{_BYOC}'"):
-        backends.append(_backend(item, pool, where))
+        backends.append(_backend(item, pool, defined, where))
     if not devices and not backends:
         raise ConfigError(f"{where} has no targets; list named targets in its 'targets'")
     try:
@@ -169,8 +174,8 @@ def _executor(name: str, entry: Any, pool: dict[str, Target], base: FlowOptions,
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
     draft = ExecutorConfig(
-        name, tuple(devices), tuple(backends), _host(fields.get("target-host"), devices, pool,
-                                                     where),
+        name, tuple(devices), tuple(backends),
+        _host(fields.get("target-host"), devices, pool, defined, where),
         _registered(EXECUTORS, executor or _str(fields.get("executor"), f"{where}'s 'executor'")
                     or "graph", where),
         _registered(RUNTIMES, runtime or _str(fields.get("runtime"), f"{where}'s 'runtime'")
@@ -189,8 +194,9 @@ def _named(name: Any, value: Any) -> Target:
     return target.without_host()  # each executor names its host with 'target_host'
 
 
-def _backend(item: Any, pool: dict[str, Target], where: str) -> NamedTarget:
-    if isinstance(item, str) and item in pool:
+def _backend(item: Any, pool: dict[str, Target], defined: set[str], where: str
+             ) -> NamedTarget:
+    if isinstance(item, str) and item in defined:
         name, target = item, pool[item]
     else:
         try:
@@ -212,7 +218,7 @@ def _backend(item: Any, pool: dict[str, Target], where: str) -> NamedTarget:
 
 
 def _host(value: Any, devices: list[NamedTarget], pool: dict[str, Target],
-          where: str) -> NamedTarget:
+          defined: frozenset[str], where: str) -> NamedTarget:
     if value is None:
         cpus = [d for d in devices if host_problem(d.target) is None]
         if not cpus:
@@ -226,8 +232,8 @@ def _host(value: Any, devices: list[NamedTarget], pool: dict[str, Target],
     if not isinstance(value, str):
         raise ConfigError(f"{where}'s 'target_host' is the name of one of the targets, e.g. "
                           f"\"dsp-cpu\"; got {value!r}")
-    if value not in pool:
-        raise unknown_name("target", value, list(pool),
+    if value not in defined:
+        raise unknown_name("target", value, sorted(defined, key=list(pool).index),
                            f"{where} names it as its host; define it under the top-level "
                            "'targets'")
     problem = host_problem(pool[value])

@@ -104,6 +104,34 @@ def test_composite_target_expands() -> None:
     assert config.host == Target("cpu -mcpu=znver3")
 
 
+def test_composite_aliases_combine() -> None:
+    config = CompilationConfig.create(["ov-cpu", "ort-cpu"])
+    assert strings(config) == ["cpu", "openvino", "onnxruntime"]
+    assert config.backends_for_device("cpu") == [Target("openvino"), Target("onnxruntime")]
+    assert strings(CompilationConfig.create(["ort-cpu", "ov-cpu"])) == [
+        "cpu", "onnxruntime", "openvino"]
+    assert strings(CompilationConfig.create(["ort-cpu", "cpu-all"])) == [
+        "cpu", "onnxruntime", "openvino", "torch"]
+    assert strings(CompilationConfig.create("ort-cuda,ort-cpu")) == [
+        "cuda", "onnxruntime -device=cuda", "cpu", "onnxruntime"]
+    # What a composite brings merges with what is listed; a target listed twice by hand
+    # is still an error.
+    assert strings(CompilationConfig.create(["cpu", "ov-cpu"])) == ["cpu", "openvino"]
+    with pytest.raises(ConfigError, match="'openvino' is listed twice"):
+        CompilationConfig.create(["openvino", "ov", "ort-cpu"])
+
+
+def test_a_config_is_a_composite_target_and_back() -> None:
+    config = CompilationConfig.create("openvino,onnxruntime -num-threads=2,cpu -mcpu=skylake")
+    composite = Target(config)
+    assert composite == config.to_target() == Target(
+        {"kind": "composite", "target_host": "cpu -mcpu=skylake",
+         "accelerators": ["cpu -mcpu=skylake", "openvino", "onnxruntime -num-threads=2"]})
+    assert CompilationConfig.create(composite) == config
+    assert CompilationConfig.create(Target("ort-cuda")).to_target() == Target(
+        "composite -devices=\"cuda;onnxruntime -device=cuda\" -host=cpu")
+
+
 def test_existing_config_with_overrides() -> None:
     base = CompilationConfig.create("openvino,cpu")
     again = CompilationConfig.create(base, fallback="off")
@@ -275,6 +303,11 @@ def test_options_stay_out_of_tuning_keys_and_declare_cache_key() -> None:
     placement = CompilationConfig.create("openvino,onnxruntime", fallback=False)
     assert [t.tuning_key() for t in base.targets] == [t.tuning_key() for t in placement.targets]
     assert deploy_only.cache_key() == base.cache_key()
+    # The executor kind and the runtime are no target attributes: other spellings of the
+    # one executor and runtime change nothing, keys included.
+    renamed = CompilationConfig.create("openvino,onnxruntime", executor="aot", runtime="c++")
+    assert (renamed.executor, renamed.runtime) == ("graph", "python")
+    assert renamed == base and renamed.cache_key() == base.cache_key()
     assert placement.cache_key() != base.cache_key()
 
 
@@ -308,6 +341,9 @@ def test_config_round_trips(backends: list[str], mcpu: str | None, cuda: bool,
             backends else ["cuda -arch=sm_80"]
     config = CompilationConfig.create(targets, fallback=fallback)
     assert CompilationConfig.from_json(config.to_json()) == config
+    composite = Target(config)
+    assert CompilationConfig.create(composite, fallback=fallback) == config
+    assert Target(composite.to_dict()) == composite
     assert CompilationConfig.create(str(config), fallback=fallback).targets == config.targets
     assert [t.kind.name for t in config.backends_for_device("cpu")] == list(backends)
     assert config.target_for_device("cpu") == (
