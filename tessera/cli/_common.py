@@ -36,6 +36,13 @@ def target_option(*, required: bool = True, note: str = "") -> Callable[[F], F]:
                              f"{note}.")
 
 
+def executor_option() -> Callable[[F], F]:
+    return click.option("--executor", metavar="NAME",
+                        help="Of a config with named executors, the one to use (may be left "
+                             "out when it has one); of a plain target list, the executor "
+                             "kind (default graph).")
+
+
 def option_option(example: str) -> Callable[[F], F]:
     return click.option("-O", "--option", "options", multiple=True, metavar="NAME=VALUE",
                         help=f"Flow option, e.g. -O {example} (repeatable; see `tessera "

@@ -14,6 +14,7 @@ from tessera.cli._common import (
     TARGET_FLAGS,
     TARGET_FLAGS_HELP,
     config_from_cli,
+    executor_option,
     expand_targets,
     option_option,
     target_option,
@@ -122,8 +123,7 @@ def config_group() -> None:
 @config_group.command("show", epilog=TARGET_FLAGS_HELP, context_settings=TARGET_FLAGS)
 @target_option()
 @click.option("--host", help="Host target shared by all targets.")
-@click.option("--executor", help="With named executors, the one to show; else the executor "
-                                 "kind (default graph).")
+@executor_option()
 @click.option("--runtime", help="Runtime (default python).")
 @option_option("fallback=off")
 @click.option("--json", "as_json", is_flag=True, help="Print the config as JSON.")

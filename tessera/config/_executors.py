@@ -194,7 +194,7 @@ def _named(name: Any, value: Any) -> Target:
     return target.without_host()  # each executor names its host with 'target_host'
 
 
-def _backend(item: Any, pool: dict[str, Target], defined: set[str], where: str
+def _backend(item: Any, pool: dict[str, Target], defined: frozenset[str], where: str
              ) -> NamedTarget:
     if isinstance(item, str) and item in defined:
         name, target = item, pool[item]
