@@ -103,16 +103,12 @@ def build_executors(data: Mapping[Any, Any], overrides: Overrides) -> tuple[Exec
     if not isinstance(raw_executors, Mapping) or not raw_executors:
         raise ConfigError("'executors' must be an object of named executors: "
                           "{\"dsp\": {\"targets\": [\"dsp-cpu\"], \"target_host\": \"dsp-cpu\"}}")
-    base = FlowOptions.create(_mapping(fields.get("options") or {}, "'options'"))
-    default_executor = _str(fields.get("executor"), "'executor'")
-    default_runtime = _str(fields.get("runtime"), "'runtime'")
+    defaults = _Defaults(_str(fields.get("executor"), "'executor'"),
+                         _str(fields.get("runtime"), "'runtime'"),
+                         FlowOptions.create(_mapping(fields.get("options") or {}, "'options'")))
     defined = frozenset(pool)
-    return tuple(
-        _executor(name_of(name), entry, pool, defined, base,
-                  overrides.executor or default_executor,
-                  overrides.runtime or default_runtime, overrides.options)
-        for name, entry in raw_executors.items()
-    )
+    return tuple(_executor(name_of(name), entry, pool, defined, defaults, overrides)
+                 for name, entry in raw_executors.items())
 
 
 def target_pool(executors: tuple[ExecutorConfig, ...]) -> dict[str, Target]:
@@ -143,9 +139,17 @@ def executors_to_dict(executors: tuple[ExecutorConfig, ...]) -> dict[str, Any]:
 
 
 # -- one executor --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Defaults:
+    """The top-level 'executor', 'runtime' and 'options': what an executor does not set."""
+
+    executor: str | None
+    runtime: str | None
+    options: FlowOptions
+
+
 def _executor(name: str, entry: Any, pool: dict[str, Target], defined: frozenset[str],
-              base: FlowOptions, executor: str | None, runtime: str | None,
-              options: Mapping[str, Any]) -> ExecutorConfig:
+              defaults: _Defaults, overrides: Overrides) -> ExecutorConfig:
     """One executor. `pool` holds the named targets, and gains the backends `enable-byoc`
     lists by value (named after their kind); a name resolves only to a target `defined` in
     the config, so a later 'onnxruntime' is never taken for the name an earlier
@@ -169,18 +173,18 @@ def _executor(name: str, entry: Any, pool: dict[str, Target], defined: frozenset
         backends.append(_backend(item, pool, defined, where))
     if not devices and not backends:
         raise ConfigError(f"{where} has no targets; list named targets in its 'targets'")
-    try:
-        chosen = FlowOptions.create(options, FlowOptions.create(flow, base))
+    try:  # create's keywords, then the executor's flow-config, then the top-level options
+        chosen = FlowOptions.create(overrides.options, FlowOptions.create(flow, defaults.options))
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
+    executor = (overrides.executor or _str(fields.get("executor"), f"{where}'s 'executor'")
+                or defaults.executor or "graph")
+    runtime = (overrides.runtime or _str(fields.get("runtime"), f"{where}'s 'runtime'")
+               or defaults.runtime or "python")
     draft = ExecutorConfig(
         name, tuple(devices), tuple(backends),
         _host(fields.get("target-host"), devices, pool, defined, where),
-        _registered(EXECUTORS, executor or _str(fields.get("executor"), f"{where}'s 'executor'")
-                    or "graph", where),
-        _registered(RUNTIMES, runtime or _str(fields.get("runtime"), f"{where}'s 'runtime'")
-                    or "python", where),
-        chosen)
+        _registered(EXECUTORS, executor, where), _registered(RUNTIMES, runtime, where), chosen)
     order = [e.name for e in draft.flat_entries()]
     return dataclasses.replace(draft, targets=tuple(sorted(devices, key=lambda t: order.index(
         t.name))), backends=tuple(sorted(backends, key=lambda t: order.index(t.name))))

@@ -325,6 +325,25 @@ def test_create_keywords_apply_to_every_executor() -> None:
         CompilationConfig.create(AS_WRITTEN, host="cpu")
 
 
+def test_what_an_executor_sets_wins_over_the_top_level_and_create_wins_over_both() -> None:
+    data = json.loads(EXAMPLE_FILE.read_text())
+    data.update({"executor": "no-such-kind", "runtime": "no-such-runtime",
+                 "options": {"fallback": False, "min-block-size": 4}})
+    data["executors"]["dsp"]["flow-config"] = {"fallback": True}
+    config = CompilationConfig.create(data)  # every executor sets its own kind and runtime
+    dsp, low = config.executor_config("dsp"), config.executor_config("low-power")
+    assert (dsp.options.fallback, dsp.options.min_block_size) == (True, 4)
+    assert (low.options.fallback, low.options.min_block_size) == (False, 4)
+    again = CompilationConfig.create(data, fallback=False, min_block_size=2)
+    assert again.executor_config("dsp").options.fallback is False
+    assert again.executor_config("dsp").options.min_block_size == 2
+    del data["executors"]["dsp"]["executor"]
+    with pytest.raises(ConfigError, match="executor 'dsp': unknown executor 'no-such-kind'"):
+        CompilationConfig.create(data)
+    assert CompilationConfig.create(data, executor="graph").executor_names == ("dsp",
+                                                                               "low-power")
+
+
 def test_conversions_to_a_composite_target() -> None:
     config = CompilationConfig.create(AS_WRITTEN)
     with pytest.raises(ConfigError, match=r"config.executor_config\('dsp'\).to_target\(\)"):
