@@ -16,6 +16,7 @@ from tessera.cli._common import (
     cli_pins,
     config_from_cli,
     end_to_end_line,
+    executor_option,
     expand_targets,
     objective_flags,
     objective_options,
@@ -41,9 +42,10 @@ if TYPE_CHECKING:
     from tessera.placement import Plan
 
 def build_config(targets: str, options: tuple[str, ...], extra: list[str],
-                 **flow: Any) -> CompilationConfig:
+                 executor: str | None = None, **flow: Any) -> CompilationConfig:
     chosen = [f"{k.replace('_', '-')}={v}" for k, v in flow.items() if v is not None]
-    return config_from_cli(expand_targets(targets), None, None, None, (*chosen, *options), extra)
+    return config_from_cli(expand_targets(targets), None, executor, None, (*chosen, *options),
+                           extra)
 
 
 def measuring_progress() -> tuple[Any, Any]:
@@ -72,6 +74,7 @@ def measuring_progress() -> tuple[Any, Any]:
 @cli.command("compile", epilog=TARGET_FLAGS_HELP, context_settings=TARGET_FLAGS)
 @click.argument("model", type=click.Path(dir_okay=False))
 @target_option()
+@executor_option()
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Artifact to write (default: MODEL with the suffix .tess).")
 @click.option("--partitioner", type=click.Choice(["auto", "greedy", "collage"]),
@@ -91,7 +94,8 @@ def measuring_progress() -> tuple[Any, Any]:
 @shape_option()
 @shape_profile_option()
 @click.pass_context
-def compile_command(ctx: click.Context, model: str, targets: str, output: str | None,
+def compile_command(ctx: click.Context, model: str, targets: str, executor: str | None,
+                    output: str | None,
                     partitioner: str | None, pins: tuple[str, ...], min_block_size: int | None,
                     fallback: str | None, threads: str | None, samples: str | None,
                     accuracy: str | None, objective: str | None, concurrency: int | None,
@@ -102,7 +106,7 @@ def compile_command(ctx: click.Context, model: str, targets: str, output: str | 
     from tessera.runtime import compile as compile_model
 
     options = (*objective_flags(objective, concurrency), *profile_flags(profile), *options)
-    config = build_config(targets, options, ctx.args, partitioner=partitioner,
+    config = build_config(targets, options, ctx.args, executor, partitioner=partitioner,
                           min_block_size=min_block_size, fallback=fallback, threads=threads,
                           accuracy=accuracy)
     loaded = load_model(model, parse_shapes(shapes), require_static=False,
@@ -282,6 +286,7 @@ def check_against_reference(compiled: Any, feeds: dict[str, np.ndarray],
 @cli.command("bench", epilog=TARGET_FLAGS_HELP, context_settings=TARGET_FLAGS)
 @click.argument("model", type=click.Path(dir_okay=False))
 @target_option()
+@executor_option()
 @click.option("--seconds", type=float, default=1.0, show_default=True,
               help="Timing budget per row.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
@@ -292,7 +297,8 @@ def check_against_reference(compiled: Any, feeds: dict[str, np.ndarray],
 @shape_option()
 @shape_profile_option()
 @click.pass_context
-def bench_command(ctx: click.Context, model: str, targets: str, seconds: float,
+def bench_command(ctx: click.Context, model: str, targets: str, executor: str | None,
+                  seconds: float,
                   json_out: str | None, save_to: str | None, options: tuple[str, ...],
                   shapes: tuple[str, ...], profile: tuple[str, ...]) -> None:
     """Compare, in one run: each backend natively, tessera on each backend alone, tessera's
@@ -303,7 +309,7 @@ def bench_command(ctx: click.Context, model: str, targets: str, seconds: float,
     from tessera.ir import load_model
     from tessera.runtime._compare import compare
 
-    config = build_config(targets, (*profile_flags(profile), *options), ctx.args)
+    config = build_config(targets, (*profile_flags(profile), *options), ctx.args, executor)
     loaded = load_model(model, parse_shapes(shapes), require_static=False)
     bar, update = measuring_progress()
     with bar:

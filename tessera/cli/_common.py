@@ -36,6 +36,13 @@ def target_option(*, required: bool = True, note: str = "") -> Callable[[F], F]:
                              f"{note}.")
 
 
+def executor_option() -> Callable[[F], F]:
+    return click.option("--executor", metavar="NAME",
+                        help="Of a config with named executors, the one to use (may be left "
+                             "out when it has one); of a plain target list, the executor "
+                             "kind (default graph).")
+
+
 def option_option(example: str) -> Callable[[F], F]:
     return click.option("-O", "--option", "options", multiple=True, metavar="NAME=VALUE",
                         help=f"Flow option, e.g. -O {example} (repeatable; see `tessera "
@@ -239,10 +246,10 @@ def config_from_cli(
         if not has_value:
             raise ConfigError(f"--option expects NAME=VALUE, got {item!r}")
         flow[key.strip()] = value.strip()
-    return CompilationConfig.create(
-        targets, host=host, executor=executor, runtime=runtime,
-        target_options=target_options, **flow,
-    )
+    config = CompilationConfig.create(targets, host=host, runtime=runtime,
+                                      target_options=target_options, **flow)
+    # as in tessera.compile: an executor's name with named executors, else the executor kind
+    return config if executor is None else config.executor_config(executor)
 
 
 def end_to_end_line(stats: SearchStats) -> str | None:

@@ -15,6 +15,7 @@ from tessera.cli._app import cli
 @cli.command("explain", epilog=common.TARGET_FLAGS_HELP, context_settings=common.TARGET_FLAGS)
 @click.argument("model", type=click.Path(dir_okay=False))
 @common.target_option(required=False, note=" (not for a .tess artifact)")
+@common.executor_option()
 @common.option_option("partitioner=greedy")
 @common.pin_option()
 @common.shape_option()
@@ -26,7 +27,8 @@ from tessera.cli._app import cli
               help="Also draw the placement as one self-contained HTML page.")
 @click.pass_context
 def explain_command(ctx: click.Context, model: str, targets: str | None,
-                    options: tuple[str, ...], pins: tuple[str, ...], shapes: tuple[str, ...],
+                    executor: str | None, options: tuple[str, ...], pins: tuple[str, ...],
+                    shapes: tuple[str, ...],
                     profile: tuple[str, ...], samples: str | None, objective: str | None,
                     concurrency: int | None, as_json: bool, html_out: str | None) -> None:
     """Show where each node of MODEL (an .onnx model, or a saved .tess artifact) runs, and
@@ -56,7 +58,7 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
         if not targets:
             raise ConfigError("explain MODEL.onnx needs targets: -t onnxruntime,openvino,...")
         config = common.config_from_cli(
-            common.expand_targets(targets), None, None, None,
+            common.expand_targets(targets), None, executor, None,
             (*common.objective_flags(objective, concurrency), *common.profile_flags(profile),
              *options), ctx.args)
         loaded = load_model(model, common.parse_shapes(shapes), require_static=False,

@@ -14,11 +14,12 @@ from tessera.cli._common import (
     TARGET_FLAGS,
     TARGET_FLAGS_HELP,
     config_from_cli,
+    executor_option,
     expand_targets,
     option_option,
     target_option,
 )
-from tessera.config import option_infos
+from tessera.config import CompilationConfig, option_infos
 from tessera.target import KINDS, TAGS, Target
 
 
@@ -122,7 +123,7 @@ def config_group() -> None:
 @config_group.command("show", epilog=TARGET_FLAGS_HELP, context_settings=TARGET_FLAGS)
 @target_option()
 @click.option("--host", help="Host target shared by all targets.")
-@click.option("--executor", help="Executor (default graph).")
+@executor_option()
 @click.option("--runtime", help="Runtime (default python).")
 @option_option("fallback=off")
 @click.option("--json", "as_json", is_flag=True, help="Print the config as JSON.")
@@ -136,22 +137,45 @@ def config_show(
     if as_json:
         click.echo(config.to_json(indent=2))
         return
-    out = console()
-    click.echo(f"targets:     {config}")
-    click.echo(f"host:        {config.host}")
-    click.echo(f"executor:    {config.executor}")
-    click.echo(f"runtime:     {config.runtime}")
-    click.echo(f"partitioner: {config.partitioner}")
+    if not config.executors:
+        _show_config(config, "")
+        return
+    click.echo(f"executors:   {', '.join(config.executor_names)}")
     click.echo(f"cache key:   {config.cache_key()}")
+    click.echo("targets:")
+    width = max(len(name) for name in config.named_targets) + 1
+    for name, target in config.named_targets.items():
+        click.echo(f"  {name + ':':<{width}} {target}")
+    for spec in config.executors:
+        click.echo(f"executor {spec.name}:")
+        _show_config(config.executor_config(spec.name), "  ", host_name=spec.host.name)
+
+
+def _show_config(config: CompilationConfig, indent: str, host_name: str | None = None) -> None:
+    def line(text: str) -> None:
+        click.echo(indent + text)
+
+    named = {e.target: e.name for e in config.entries} if host_name is not None else {}
+
+    def label(target: Target) -> str:
+        name = named.get(target, str(target))
+        return str(target) if name == str(target) else f"{target}  ({name})"
+
+    line(f"targets:     {config}")
+    line(f"host:        {config.host}" + (f"  ({host_name})" if host_name else ""))
+    line(f"executor:    {config.executor}")
+    line(f"runtime:     {config.runtime}")
+    line(f"partitioner: {config.partitioner}")
+    line(f"cache key:   {config.cache_key()}")
     for device in config.devices:
-        click.echo(f"device {device}:")
-        click.echo(f"  target:    {config.target_for_device(device)}")
+        line(f"device {device}:")
+        line(f"  target:    {label(config.target_for_device(device))}")
         for rank, backend in enumerate(config.backends_for_device(device), start=1):
-            click.echo(f"  backend {rank}: {backend}  (tuning key {backend.tuning_key()})")
+            line(f"  backend {rank}: {label(backend)}  (tuning key {backend.tuning_key()})")
         for special in config.specialized_targets_for_device(device):
-            click.echo(f"  specialised: {special}")
-    out.print("options:")
+            line(f"  specialised: {label(special)}")
+    console().print(f"{indent}options:")
     infos = {i.name.replace("_", "-"): i for i in option_infos()}
     for name, value in config.options.to_dict().items():
         marker = "cache key" if infos[name].cache_key else "deployment only"
-        click.echo(f"  {name} = {_show(value)}  ({marker})")
+        line(f"  {name} = {_show(value)}  ({marker})")

@@ -1,4 +1,5 @@
-"""CompilationConfig: targets, host, executor, runtime and flow options."""
+"""CompilationConfig: targets, host, executor, runtime and flow options, or several named
+executors each with their own."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from tessera.config._config import (
     NamedTarget,
     split_target_option,
 )
+from tessera.config._executors import ExecutorConfig
 from tessera.config._options import (
     EXECUTORS,
     MEASURE_TIMEOUT_S,
@@ -25,6 +27,7 @@ __all__ = [
     "AccuracyBudget",
     "CompilationConfig",
     "ConfigLike",
+    "ExecutorConfig",
     "FlowOptions",
     "NamedTarget",
     "OptionInfo",

@@ -1,9 +1,10 @@
 """CompilationConfig: the bag of targets, one host, the executor, the runtime and flow options.
 
 It accepts every input form (one target, a priority list, a legacy {device: target} dict, a
-comma string, JSON, a composite target), validates it, and puts it in one canonical form:
-for each device type, its least-specialised device target, then the backends serving it in
-priority order, then any more specialised device targets kept for partitions that ask.
+comma string, JSON, a composite target, named executors), validates it, and puts it in one
+canonical form: for each device type, its least-specialised device target, then the backends
+serving it in priority order, then any more specialised device targets kept for partitions
+that ask. A config with named executors holds one such form per executor.
 """
 
 from __future__ import annotations
@@ -20,6 +21,25 @@ from typing import Any, TypeAlias
 
 from tessera._private.registry import did_you_mean
 from tessera._private.values import legacy_host, load_json
+from tessera.config._canonical import (
+    Item,
+    NamedTarget,
+    apply_target_options,
+    canonicalize,
+    check_host,
+    choose_host,
+    expand_composites,
+    name_of,
+    target_of,
+    unknown_name,
+)
+from tessera.config._executors import (
+    ExecutorConfig,
+    Overrides,
+    build_executors,
+    executors_to_dict,
+    target_pool,
+)
 from tessera.config._options import EXECUTORS, RUNTIMES, FlowOptions
 from tessera.errors import ConfigError, TargetError
 from tessera.target import KINDS, TAGS, Target, kind_for_device
@@ -29,24 +49,23 @@ __all__ = ["CompilationConfig", "ConfigLike", "NamedTarget", "split_target_optio
 
 ConfigLike: TypeAlias = Any  # every form `CompilationConfig.create` accepts
 _LEGACY_DEVICE_CODES = {1: "cpu", 2: "cuda"}  # DLDeviceType codes used by legacy dicts
-_FULL_FORM_KEYS = ("targets", "host", "executor", "runtime", "options")
-
-
-@dataclass(frozen=True)
-class NamedTarget:
-    name: str
-    target: Target
+_FULL_FORM_KEYS = ("targets", "host", "executor", "runtime", "options", "executors")
 
 
 @dataclass(frozen=True)
 class CompilationConfig:
-    """Build with `CompilationConfig.create(...)`; change with `dataclasses.replace`."""
+    """Build with `CompilationConfig.create(...)`; change with `dataclasses.replace`.
+
+    `entries`, `host`, `executor` (the executor kind), `runtime` and `options` describe one
+    target list. With named `executors`, they are those of the first executor, and
+    `executor_config(name)` gives each executor's; `tessera.compile` needs one picked."""
 
     entries: tuple[NamedTarget, ...]
     host: Target
     executor: str = "graph"
     runtime: str = "python"
     options: FlowOptions = field(default_factory=FlowOptions)
+    executors: tuple[ExecutorConfig, ...] = ()
 
     def __post_init__(self) -> None:
         EXECUTORS.get(self.executor)
@@ -54,11 +73,23 @@ class CompilationConfig:
         names = [e.name for e in self.entries]
         if len(set(names)) != len(names):
             raise ConfigError(f"target names must be unique, got {names}")
-        canonical = _canonicalize([(e.name, e.target) for e in self.entries], self.host)
+        canonical = canonicalize([(e.name, e.target) for e in self.entries], self.host)
         if canonical != self.entries:
             raise ConfigError(
                 "config targets are not in canonical order; build it with CompilationConfig.create"
             )
+        check_host(self.host, self.targets)
+        if self.executors:
+            executor_names = [e.name for e in self.executors]
+            if len(set(executor_names)) != len(executor_names):
+                raise ConfigError(f"executor names must be unique, got {executor_names}")
+            target_pool(self.executors)
+            if _flat_fields(self.executors[0]) != (self.entries, self.host, self.executor,
+                                                   self.runtime, self.options):
+                raise ConfigError(
+                    "a config's targets, host, executor, runtime and options are those of its "
+                    "first executor; build it with CompilationConfig.create"
+                )
 
     # -- construction --------------------------------------------------------------------
     @classmethod
@@ -73,13 +104,21 @@ class CompilationConfig:
         target_options: Mapping[str, Mapping[str, Any]] | None = None,
         **options: Any,
     ) -> CompilationConfig:
-        """Canonicalise `targets` (any accepted form) with the given host and options."""
+        """Canonicalise `targets` (any accepted form) with the given host and options.
+        `executor` is the executor kind (graph); with named executors, `executor`,
+        `runtime`, `target_options` and `options` apply to every executor."""
         host = legacy_host(host, target_host, ConfigError)
         base = _collect(targets)
-        items = _apply_target_options(base.items, {} if target_options is None else target_options)
-        items, carried = _expand_composites(items)
-        chosen_host = _choose_host(host if host is not None else base.host, carried, items)
-        entries = _canonicalize(items, chosen_host)
+        if base.executors is not None:
+            if host is not None:
+                raise ConfigError("a config with named executors takes no host=: each "
+                                  "executor names its host with 'target_host'")
+            return cls._of(build_executors(base.executors, Overrides(
+                executor, runtime, options, {} if target_options is None else target_options)))
+        items = apply_target_options(base.items, {} if target_options is None else target_options)
+        items, carried = expand_composites(items)
+        chosen_host = choose_host(host if host is not None else base.host, carried, items)
+        entries = canonicalize(items, chosen_host)
         return cls(
             entries=entries,
             host=chosen_host,
@@ -89,11 +128,67 @@ class CompilationConfig:
         )
 
     @classmethod
+    def _of(cls, executors: tuple[ExecutorConfig, ...]) -> CompilationConfig:
+        entries, host, executor, runtime, options = _flat_fields(executors[0])
+        return cls(entries, host, executor, runtime, options, executors)
+
+    @classmethod
     def from_json(cls, text: str) -> CompilationConfig:
         data = _load_json(text, "config JSON")
         if not isinstance(data, Mapping) or "targets" not in data:
             raise ConfigError("config JSON must be an object with a 'targets' entry")
         return cls.create(data)
+
+    # -- named executors -----------------------------------------------------------------
+    @property
+    def executor_names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.executors)
+
+    def executor_config(self, name: str | None = None) -> CompilationConfig:
+        """The config of one executor: one target list, ready to compile.
+
+        With named executors, `name` picks one (it may be left out when there is only one).
+        A config without them is one already: it comes back as it is, and a `name` given
+        is taken as the executor kind (graph), as `create(executor=...)` takes it; this is
+        what `tessera.compile(model, config, executor=...)` does."""
+        if not self.executors:
+            if name is None or name == self.executor:
+                return self
+            if name in EXECUTORS:
+                return CompilationConfig.create(self, executor=name)
+            raise ConfigError(
+                f"{EXECUTORS.unknown_message(name)}; this config has no named executors, so "
+                "executor= (--executor) is taken as the executor kind (name executors under "
+                "'executors' in the config to pick one by name)")
+        names = list(self.executor_names)
+        if name is None:
+            if len(self.executors) > 1:
+                raise ConfigError(
+                    f"this config has {len(names)} executors ({', '.join(names)}); pick one, "
+                    f"e.g. tessera.compile(model, config, executor={names[0]!r}), "
+                    f"config.executor_config({names[0]!r}) or --executor {names[0]} on the "
+                    "command line")
+            chosen = self.executors[0]
+        elif name in names:
+            chosen = self.executors[names.index(name)]
+        else:
+            hint = (f"{name!r} is an executor kind, which each executor sets with 'executor' "
+                    "in the config; executor= (--executor) picks an executor by name"
+                    if name in EXECUTORS
+                    else "executor= (--executor) picks one of the config's executors by name")
+            raise unknown_name("executor", name, names, hint)
+        entries, host, executor, runtime, options = _flat_fields(chosen)
+        return CompilationConfig(entries, host, executor, runtime, options)
+
+    def to_target(self) -> Target:
+        """The config's targets and host as one composite target (what `Target(config)`
+        gives). Names, executor, runtime and flow options are not part of a target."""
+        if len(self.executors) > 1:
+            raise ConfigError(
+                f"a config with {len(self.executors)} executors is not one composite target; "
+                f"take one executor's: config.executor_config({self.executors[0].name!r})"
+                ".to_target()")
+        return Target({"kind": "composite", "host": self.host, "devices": list(self.targets)})
 
     # -- lookups -------------------------------------------------------------------------
     @property
@@ -102,6 +197,10 @@ class CompilationConfig:
 
     @property
     def named_targets(self) -> dict[str, Target]:
+        """Every named target: those of the target list, or with named executors, those of
+        all executors."""
+        if self.executors:
+            return target_pool(self.executors)
         return {e.name: e.target for e in self.entries}
 
     @property
@@ -154,6 +253,8 @@ class CompilationConfig:
 
     # -- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        if self.executors:
+            return executors_to_dict(self.executors)
         return {
             "targets": [{"name": e.name, "target": e.target.to_dict()} for e in self.entries],
             "host": self.host.to_dict(),
@@ -166,10 +267,16 @@ class CompilationConfig:
         return json.dumps(self.to_dict(), indent=indent)
 
     def __str__(self) -> str:
+        if self.executors:
+            return "; ".join(f"{name}: {self.executor_config(name)}"
+                             for name in self.executor_names)
         return ",".join(str(t) for t in self.targets)
 
     def cache_key(self) -> str:
         """Digest of what changes a compile's result: tuning keys and cache-key options."""
+        if self.executors:
+            keys = {name: self.executor_config(name).cache_key() for name in self.executor_names}
+            return hashlib.sha256(json.dumps(keys).encode()).hexdigest()[:16]
         payload = {
             "targets": [t.tuning_key() for t in self.targets],
             "options": self.options.cache_key_items(),
@@ -200,17 +307,25 @@ def split_target_option(flag: str) -> tuple[str, str]:
 # -- collecting the input forms ----------------------------------------------------------
 @dataclass
 class _Collected:
-    items: list[tuple[str | None, Target]]
+    items: list[Item]
     host: Any = None
     executor: str | None = None
     runtime: str | None = None
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    executors: Mapping[Any, Any] | None = None  # a mapping with named executors, whole
+
+
+def _flat_fields(spec: ExecutorConfig) -> tuple[tuple[NamedTarget, ...], Target, str, str,
+                                                FlowOptions]:
+    return spec.flat_entries(), spec.host.target, spec.executor, spec.runtime, spec.options
 
 
 def _collect(value: ConfigLike) -> _Collected:
     if value is None:
         raise ConfigError("no targets given; pass e.g. 'cpu' or 'openvino,onnxruntime,cpu'")
     if isinstance(value, CompilationConfig):
+        if value.executors:
+            return _Collected([], executors=value.to_dict())
         return _Collected([(e.name, e.target) for e in value.entries], value.host,
                           value.executor, value.runtime, value.options.to_dict())
     if isinstance(value, Target):
@@ -232,6 +347,8 @@ def _collect(value: ConfigLike) -> _Collected:
 
 
 def _collect_mapping(value: Mapping[Any, Any]) -> _Collected:
+    if "executors" in value:
+        return _Collected([], executors=value)
     if "targets" in value:
         unknown = [k for k in value if k not in _FULL_FORM_KEYS]
         if unknown:
@@ -242,9 +359,7 @@ def _collect_mapping(value: Mapping[Any, Any]) -> _Collected:
             )
         raw_targets = value["targets"]
         if isinstance(raw_targets, Mapping):  # named targets: {name: target}
-            items: list[tuple[str | None, Target]] = [
-                (_name(n), _target(t)) for n, t in raw_targets.items()
-            ]
+            items: list[Item] = [(name_of(n), target_of(t)) for n, t in raw_targets.items()]
         elif isinstance(raw_targets, list):
             items = [_entry(item) for item in raw_targets]
         else:
@@ -255,14 +370,14 @@ def _collect_mapping(value: Mapping[Any, Any]) -> _Collected:
         return _Collected(items, value.get("host"), _str_or_none(value, "executor"),
                           _str_or_none(value, "runtime"), dict(options))
     if "kind" in value or "tag" in value:
-        return _Collected([(None, _target(value))])
-    legacy: list[tuple[str | None, Target]] = []
+        return _Collected([(None, target_of(value))])
+    legacy: list[Item] = []
     for key, target_like in value.items():  # legacy {device: target}
         device = _LEGACY_DEVICE_CODES.get(key) if isinstance(key, int) else key
         if not isinstance(device, str):
             raise ConfigError(f"legacy target dict keys must be device types, got {key!r}")
         _check_device_type(device)
-        target = _target(target_like)
+        target = target_of(target_like)
         if target.device_type != device:
             raise ConfigError(
                 f"legacy target dict maps device {device!r} to {str(target)!r}, "
@@ -279,29 +394,15 @@ def _check_device_type(device: str) -> None:
         raise ConfigError(str(err)) from None
 
 
-def _entry(item: Any) -> tuple[str | None, Target]:
+def _entry(item: Any) -> Item:
     if isinstance(item, Mapping) and "target" in item:
         extra = set(item) - {"name", "target"}
         if extra:
             raise ConfigError(
                 f"a named target entry has only 'name' and 'target', got {sorted(extra)}"
             )
-        return (_name(item["name"]) if "name" in item else None), _target(item["target"])
-    return None, _target(item)
-
-
-def _target(value: Any) -> Target:
-    if isinstance(value, Target):
-        return value
-    if isinstance(value, str | Mapping):
-        return Target(value)
-    raise ConfigError(f"expected a target (string, dict or Target), got {value!r}")
-
-
-def _name(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"target names must be non-empty strings, got {value!r}")
-    return value
+        return (name_of(item["name"]) if "name" in item else None), target_of(item["target"])
+    return None, target_of(item)
 
 
 def _str_or_none(value: Mapping[Any, Any], key: str) -> str | None:
@@ -333,126 +434,47 @@ def _read_json_file(path: Path) -> Any:
 
 
 def _load_json(text: str, what: str) -> Any:
-    return load_json(text, what, ConfigError)
+    """JSON, where a comma before a closing bracket is allowed (as configs copied from
+    documents often have one)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        relaxed = _without_trailing_commas(text)
+        if relaxed != text:
+            try:
+                return json.loads(relaxed)
+            except json.JSONDecodeError:
+                pass
+    except RecursionError:
+        pass
+    return load_json(text, what, ConfigError)  # the error, as the text has it
+
+
+def _without_trailing_commas(text: str) -> str:
+    out, in_string, i = [], False, 0
+    while i < len(text):
+        ch = text[i]
+        if in_string:
+            if ch == "\\":
+                out.append(text[i:i + 2])
+                i += 2
+                continue
+            in_string = ch != '"'
+        elif ch == '"':
+            in_string = True
+        elif ch == ",":
+            j = i + 1
+            while j < len(text) and text[j].isspace():
+                j += 1
+            if j < len(text) and text[j] in "}]":
+                i += 1
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def _known(registry: Any, name: str) -> str:
     registry.get(name)
-    return name
-
-
-# -- canonicalisation --------------------------------------------------------------------
-def _apply_target_options(
-    items: list[tuple[str | None, Target]], options: Mapping[str, Mapping[str, Any]]
-) -> list[tuple[str | None, Target]]:
-    example = "e.g. target_options={'onnxruntime': {'num-threads': 2}}"
-    if not isinstance(options, Mapping):
-        raise ConfigError(f"target_options must map a target kind to a mapping of attribute "
-                          f"to value, {example}; got {options!r}")
-    for kind_name, values in options.items():
-        if not isinstance(kind_name, str):
-            raise ConfigError(f"target_options keys are target kind names, got {kind_name!r}; "
-                              f"{example}")
-        if not isinstance(values, Mapping) or not all(isinstance(k, str) for k in values):
-            raise ConfigError(f"target_options[{kind_name!r}] must be a mapping of attribute "
-                              f"name to value, e.g. {{'num-threads': 2}}; got {values!r}")
-        kind = KINDS.canonical_name(kind_name)
-        if kind is None or not any(t.kind.name == kind for _, t in items):
-            raise ConfigError(
-                f"options were given for target kind {kind_name!r}, but no such target is "
-                f"configured (targets: {', '.join(str(t) for _, t in items)})"
-            )
-        items = [(n, t.with_attrs(**values) if t.kind.name == kind else t) for n, t in items]
-    return items
-
-
-def _expand_composites(
-    items: list[tuple[str | None, Target]],
-) -> tuple[list[tuple[str | None, Target]], list[Target]]:
-    expanded: list[tuple[str | None, Target]] = []
-    carried: list[Target] = []
-    for name, target in items:
-        if target.host is not None and target.host not in carried:
-            carried.append(target.host)
-        if target.kind.is_composite:
-            for device in target.attrs["devices"]:
-                if device.host is not None and device.host not in carried:
-                    carried.append(device.host)
-                expanded.append((None, device))
-        else:
-            expanded.append((name, target))
-    if not expanded:
-        raise ConfigError("no targets given; pass e.g. 'cpu' or 'openvino,onnxruntime,cpu'")
-    return expanded, carried
-
-
-def _choose_host(
-    explicit: Any, carried: list[Target], items: list[tuple[str | None, Target]]
-) -> Target:
-    if explicit is not None:
-        host = Target(explicit) if not isinstance(explicit, Target) else explicit
-    elif len(carried) > 1:
-        raise ConfigError(
-            f"the targets carry different hosts ({', '.join(repr(str(h)) for h in carried)}); "
-            "pass one host= explicitly"
-        )
-    elif carried:
-        host = carried[0]
-    else:
-        cpus = [t for _, t in items if t.kind.device_type == "cpu" and not t.is_external_codegen]
-        host = cpus[0] if cpus else Target("cpu")
-    if host.is_external_codegen or host.kind.is_composite:
-        raise ConfigError(f"the host must be a device target such as 'cpu', not {str(host)!r}")
-    return host.without_host()
-
-
-def _canonicalize(
-    items: list[tuple[str | None, Target]], host: Target
-) -> tuple[NamedTarget, ...]:
-    seen: list[Target] = []
-    for _, target in items:
-        bare = target.without_host()
-        if bare in seen:
-            raise ConfigError(f"target {str(bare)!r} is listed twice; list each target once")
-        seen.append(bare)
-    names = {id(t): n for (n, _), t in zip(items, seen, strict=True)}
-    order = list(dict.fromkeys(t.device_type for t in seen))
-    grouped: list[tuple[str | None, Target, str]] = []
-    for device in order:
-        devices = [t for t in seen if not t.is_external_codegen and t.device_type == device]
-        if not devices:
-            default = host if host.device_type == device else Target(kind_for_device(device).name)
-            devices = [default]
-        least = _least_specialised(device, devices)
-        grouped.append((names.get(id(least)), least, device))
-        grouped += [(names.get(id(t)), t, t.kind.name) for t in seen
-                    if t.is_external_codegen and t.device_type == device]
-        grouped += [(names.get(id(t)), t, f"{device}-{i}")
-                    for i, t in enumerate((t for t in devices if t is not least), start=1)]
-    taken = {n for n, _, _ in grouped if n is not None}
-    if len(taken) != len([n for n, _, _ in grouped if n is not None]):
-        raise ConfigError("target names must be unique")
-    entries = []
-    for name, target, default_name in grouped:
-        if name is None:
-            name = default_name
-            suffix = 1
-            while name in taken:
-                name, suffix = f"{default_name}-{suffix}", suffix + 1
-            taken.add(name)
-        entries.append(NamedTarget(name, target))
-    return tuple(entries)
-
-
-def _least_specialised(device: str, devices: list[Target]) -> Target:
-    for candidate in devices:
-        if all(other.is_specialization_of(candidate) for other in devices):
-            return candidate
-    a, b = next(
-        (x, y) for x in devices for y in devices
-        if x is not y and not x.is_specialization_of(y) and not y.is_specialization_of(x)
-    )
-    raise ConfigError(
-        f"two {device} device targets, {str(a)!r} and {str(b)!r}, where neither specialises the "
-        "other; keep one, or make one a specialisation of the other"
-    )
+    canonical: str = registry.canonical_name(name)
+    return canonical

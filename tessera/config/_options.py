@@ -35,16 +35,19 @@ class Implementation:
 
 
 # The executor chains a plan's compiled partitions; the runtime is the compiled model that
-# holds them and answers `run`. Each config names one of each.
+# holds them and answers `run`. Each config (each named executor of one) names one of each.
+# The graph executor runs a fixed order computed ahead of time and accepts every shape the
+# profile allows, so it also answers to `aot` and `vm`; the one runtime drives partitions
+# that run in each backend's native C/C++ library, so it also answers to `c` and `c++`.
 EXECUTORS: Registry[Implementation] = Registry("executor", ConfigError)
 EXECUTORS.register("graph", Implementation(
     "chains the partitions in topological order in one process",
-    "tessera.runtime._executor:GraphExecutor"))
+    "tessera.runtime._executor:GraphExecutor"), aliases=("aot", "vm"))
 
 RUNTIMES: Registry[Implementation] = Registry("runtime", ConfigError)
 RUNTIMES.register("python", Implementation(
     "in-process runtime handing numpy arrays between partitions",
-    "tessera.runtime._compiled:CompiledModel"))
+    "tessera.runtime._compiled:CompiledModel"), aliases=("c", "c++"))
 
 PARTITIONERS = ("auto", "greedy", "collage")
 OBJECTIVES = ("latency", "throughput")

@@ -116,11 +116,14 @@ def plan_devices(plan: Plan) -> list[Transfer]:
     return transfers
 
 
-def as_config(config: Any, options: Mapping[str, Any]) -> CompilationConfig:
-    """`config` as a CompilationConfig (anything `create` takes), with flow `options`."""
-    if isinstance(config, CompilationConfig):
-        return CompilationConfig.create(config, **options) if options else config
-    return CompilationConfig.create(config if config is not None else "onnxruntime", **options)
+def as_config(config: Any, options: Mapping[str, Any], executor: str | None = None
+              ) -> CompilationConfig:
+    """`config` as a CompilationConfig (anything `create` takes), with flow `options`; of a
+    config with named executors, the one `executor` names (see `executor_config`)."""
+    if not isinstance(config, CompilationConfig):
+        config = CompilationConfig.create(config if config is not None else "onnxruntime")
+    config = config.executor_config(executor)
+    return CompilationConfig.create(config, **options) if options else config
 
 
 def loaded_for(model: Any, config: CompilationConfig) -> Model:
@@ -154,9 +157,9 @@ def check_profile(model: Model, config: CompilationConfig) -> None:
                 model.at({**base, dim.name: end})
 
 
-def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
-            progress: Progress | None = None, samples: SampleSource | Samples | None = None,
-            **options: Any) -> CompiledModel:
+def compile(model: Any, config: Any = None, *, executor: str | None = None,
+            pins: PinSpec = None, progress: Progress | None = None,
+            samples: SampleSource | Samples | None = None, **options: Any) -> CompiledModel:
     """Place `model` (a path, bytes or ModelProto) on the backends of `config` (anything
     `CompilationConfig.create` takes) and compile every partition. `pins` fix nodes to
     targets and `progress` follows the measuring (see `tessera.partition`); `options` are
@@ -164,8 +167,10 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
     `shapes` (`{"batch": [1, 4], "sequence": (1, 128, 512)}` or its string form) gives the
     sizes of the model's symbolic dimensions to place at and the ranges `run` accepts.
     With `samples` (see `tessera.ir.Samples`), the plan's outputs on the validation samples
-    are compared with the reference's, and the report is `plan.stats.accuracy`."""
-    config = as_config(config, options)
+    are compared with the reference's, and the report is `plan.stats.accuracy`.
+    `executor` picks one of the config's named executors (it may be left out when there is
+    one); for a config without them, it is the executor kind (graph)."""
+    config = as_config(config, options, executor)
     loaded = loaded_for(model, config)
     checked = Samples.load(samples, loaded) if samples is not None else None  # fail early
     prepare_environment(len(config.priority))
@@ -183,14 +188,16 @@ def compile(model: Any, config: Any = None, *, pins: PinSpec = None,
 
 def partition(model: Any, config: Any = None, partitioner: str | None = None,
               pins: PinSpec = None, progress: Progress | None = None,
-              samples: SampleSource | Samples | None = None, **options: Any) -> Plan:
+              samples: SampleSource | Samples | None = None, *, executor: str | None = None,
+              **options: Any) -> Plan:
     """The plan for `model` (a path, bytes, ModelProto or loaded Model) on `config`'s
     targets. `partitioner` is 'collage' or 'greedy' (default: the config's, where 'auto' is
     collage with several targets); `pins` maps node names or 're:<regex>' to targets. With
-    `samples`, the plan is built and its accuracy recorded as in `compile`."""
+    `samples`, the plan is built and its accuracy recorded as in `compile`; `executor` as in
+    `compile`."""
     if partitioner is not None:
         options = {**options, "partitioner": partitioner}
-    config = as_config(config, options)
+    config = as_config(config, options, executor)
     loaded = loaded_for(model, config)
     checked = Samples.load(samples, loaded) if samples is not None else None
     builder = RuntimeBuilder(checked)

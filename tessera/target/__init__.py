@@ -13,7 +13,7 @@ from tessera.target._kind import (
     register_kind,
 )
 from tessera.target._tags import TAGS
-from tessera.target._target import Target, TargetLike, register_tag
+from tessera.target._target import Target, TargetLike, TargetSource, register_tag
 
 del _device_kinds
 
@@ -26,6 +26,7 @@ __all__ = [
     "Target",
     "TargetKind",
     "TargetLike",
+    "TargetSource",
     "kind_for_device",
     "register_kind",
     "register_tag",

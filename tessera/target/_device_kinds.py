@@ -78,9 +78,10 @@ COMPOSITE = register_kind(
     "composite",
     device_type="composite",
     default_keys=("composite",),
-    doc="A host plus device and backend targets in priority order.",
+    doc="A host (also spelled target_host) plus device and backend targets in priority order.",
     canonicalizer=_canonicalize_composite,
     attrs=(
-        AttrSpec("devices", AttrType.TARGET_LIST, doc="device and backend targets, by priority"),
+        AttrSpec("devices", AttrType.TARGET_LIST, aliases=("accelerators",),
+                 doc="device and backend targets, by priority (also spelled accelerators)"),
     ),
 )

@@ -46,6 +46,7 @@ class AttrSpec:
     minimum: int | None = None
     # Returns an error text for a bad (already typed) value, or None when it is fine.
     check: Callable[[Any], str | None] | None = None
+    aliases: tuple[str, ...] = ()  # other spellings accepted on input, never written
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class TargetKind:
         return {spec.name: spec for spec in self.attrs}
 
     def attr(self, name: str, *, context: str = "") -> AttrSpec:
-        spec = self.schema.get(name)
+        spec = self.schema.get(name) or next((a for a in self.attrs if name in a.aliases), None)
         if spec is None:
             where = f" in {context!r}" if context else ""
             valid = ", ".join(f"-{a.name}" for a in self.attrs)
@@ -161,7 +162,7 @@ def register_kind(
         canonicalizer=canonicalizer,
         availability=availability or _always_available,
     )
-    names = [a.name for a in kind.attrs]
+    names = [a.name for a in kind.attrs] + [alias for a in kind.attrs for alias in a.aliases]
     if len(set(names)) != len(names) or set(names) & {"kind", "host", "tag"}:
         raise TargetError(f"target kind {name!r} declares a duplicate or reserved attribute")
     bad = [n for n in names if not _ATTR_NAME.fullmatch(n)]

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, Protocol, TypeAlias, runtime_checkable
 
 from tessera._private.registry import did_you_mean
 from tessera._private.values import (
@@ -27,11 +27,21 @@ from tessera.target._kind import KINDS, AttrSpec, AttrType, TargetKind
 from tessera.target._syntax import join_items, quote, split_items, tokenize
 from tessera.target._tags import TAGS, add_tag
 
-__all__ = ["Target", "TargetLike", "register_tag"]
+__all__ = ["Target", "TargetLike", "TargetSource", "register_tag"]
 
-TargetLike: TypeAlias = "Target | str | Mapping[str, Any]"
+
+@runtime_checkable
+class TargetSource(Protocol):
+    """Anything that describes itself as one Target, such as a CompilationConfig (a composite
+    target); `Target(source)` takes it. A higher layer implements it, so target/ imports none."""
+
+    def to_target(self) -> Target: ...
+
+
+TargetLike: TypeAlias = "Target | TargetSource | str | Mapping[str, Any]"
 _OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _BOOL_WORDS = TRUE_WORDS | FALSE_WORDS
+_HOST_KEYS = ("host", "target-host")  # after '_' -> '-'; `target_host` is the older spelling
 
 
 @dataclass(frozen=True, init=False, repr=False)
@@ -142,7 +152,8 @@ class Target:
     def with_attrs(self, **changes: Any) -> Target:
         """A copy with some attributes changed (names may use '_' for '-'); validated."""
         raw: dict[str, Any] = dict(self.explicit_attrs)
-        raw.update({_norm(k): v for k, v in changes.items()})
+        raw.update({self.kind.attr(_norm(k), context=str(self)).name: v
+                    for k, v in changes.items()})
         return _assemble(self.kind, raw, self.host, self.tag, context=str(self))
 
     # -- serialisation -------------------------------------------------------------------
@@ -222,9 +233,15 @@ def _build(value: object) -> Target:
         return _from_string(value)
     if isinstance(value, Mapping):
         return _from_mapping(value, json.dumps(value, default=str))
+    if isinstance(value, TargetSource):
+        built = value.to_target()
+        if not isinstance(built, Target):
+            raise TargetError(f"{type(value).__name__}.to_target() returned {built!r}, "
+                              "not a Target")
+        return built
     raise TargetError(
         f"cannot build a Target from {type(value).__name__} {value!r}; "
-        "pass a string, a dict, JSON text or a Target"
+        "pass a string, a dict, JSON text, a Target or a CompilationConfig"
     )
 
 
@@ -236,11 +253,19 @@ def _coerce_host(value: object, context: str) -> Target | None:
     if value is None:
         return None
     host = _coerce_target(value)
-    if host.is_external_codegen or host.kind.is_composite:
-        raise TargetError(
-            f"the host must be a device target such as 'cpu', not {str(host)!r} (in {context!r})"
-        )
+    problem = host_problem(host)
+    if problem:
+        raise TargetError(f"{problem} (in {context!r})")
     return host.without_host()  # hosts do not nest
+
+
+def host_problem(host: Target) -> str | None:
+    """Why `host` cannot be a host (None when it can). The host runs tessera itself and the
+    code between partitions, so it is a CPU device target."""
+    if host.is_external_codegen or host.kind.is_composite or host.kind.device_type != "cpu":
+        return (f"the host must be a CPU device target such as 'cpu' or 'cpu -mcpu=skylake', "
+                f"not {str(host)!r}; list {str(host)!r} as a target and give a cpu host")
+    return None
 
 
 def _load_json(text: str) -> object:
@@ -278,10 +303,13 @@ def _from_string(source: str) -> Target:
         if not _OPTION_NAME.fullmatch(name):
             raise TargetError(f"bad option name {tok.text!r} in {source!r}")
         key = _norm(name)
+        is_host = key in _HOST_KEYS
+        if not is_host:
+            key = kind.attr(key, context=source).name  # an alias becomes the attribute's name
         if has_value:
             i += 1
         else:
-            spec = None if key == "host" else kind.attr(key, context=source)
+            spec = None if is_host else kind.attr(key, context=source)
             nxt = tokens[i + 1] if i + 1 < len(tokens) else None
             if spec is not None and spec.type is AttrType.BOOL:
                 if nxt is not None and not nxt.is_option and nxt.text.lower() in _BOOL_WORDS:
@@ -298,9 +326,9 @@ def _from_string(source: str) -> Target:
                 raise TargetError(
                     f"option '-{key}' in {source!r} needs a value, e.g. -{key}=VALUE"
                 )
-        if key in raw or (key == "host" and host_raw is not None):
+        if key in raw or (is_host and host_raw is not None):
             raise TargetError(f"option '-{key}' is given more than once in {source!r}")
-        if key == "host":
+        if is_host:
             host_raw = value
         else:
             raw[key] = value
@@ -335,7 +363,11 @@ def _from_mapping(data: object, source: str) -> Target:
             raise TargetError(f"target dict keys must be strings, got {key!r} in {source[:80]!r}")
     kind_name = fields.pop("kind", None)
     tag = fields.pop("tag", None)
-    host_raw = fields.pop("host", None)
+    host_keys = [k for k in fields if _norm(k) in _HOST_KEYS]
+    if len(host_keys) > 1:
+        raise TargetError(f"the host is given more than once ({', '.join(host_keys)}) in "
+                          f"{source[:80]!r}; give one 'host'")
+    host_raw = fields.pop(host_keys[0]) if host_keys else None
     if tag is not None and not isinstance(tag, str):
         raise TargetError(f"'tag' must be a string, got {tag!r} in {source[:80]!r}")
     base: dict[str, Any] = {}
@@ -363,9 +395,11 @@ def _from_mapping(data: object, source: str) -> Target:
         raise TargetError(f"'kind' must be a string, got {kind_name!r} in {source[:80]!r}")
     overrides: dict[str, Any] = {}
     for key, value in fields.items():
-        norm = _norm(key)
+        norm = kind.attr(_norm(key), context=source).name  # an alias becomes the name
         if norm in overrides:
-            raise TargetError(f"attribute {key!r} is given more than once in {source[:80]!r}")
+            also = f" (as {key!r} too)" if _norm(key) != norm else ""
+            raise TargetError(f"attribute {norm!r} is given more than once{also} in "
+                              f"{source[:80]!r}; give it once")
         overrides[norm] = value
     return _assemble(kind, {**base, **overrides},
                      host_raw if host_raw is not None else base_host, tag, context=source)
@@ -377,7 +411,7 @@ def _assemble(
     values: dict[str, Any] = {}
     for key, value in raw.items():
         spec = kind.attr(key, context=context)
-        values[key] = _coerce(spec, value, kind, context)
+        values[spec.name] = _coerce(spec, value, kind, context)
     for spec in kind.attrs:
         if spec.name not in values and spec.default is not None:
             values[spec.name] = spec.default

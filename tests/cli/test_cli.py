@@ -11,6 +11,7 @@ from tessera.cli import cli
 from tessera.target import KINDS, TAGS
 
 GOLDEN = Path(__file__).parent.parent / "golden"
+EXECUTORS = str(GOLDEN.parent.parent / "docs" / "examples" / "executors.json")
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -33,11 +34,27 @@ def check_golden(name: str, text: str) -> None:
                          "--target-onnxruntime-num-threads=2", "-O", "fallback=off"]),
     ("config_show_json.txt", ["config", "show", "-t", "ov-cpu", "--host", "cpu -mcpu=skylake",
                               "--json"]),
+    ("config_show_executors.txt", ["config", "show", "-t", EXECUTORS]),
+    ("config_show_executors_json.txt", ["config", "show", "-t", EXECUTORS, "--json"]),
+    ("config_show_one_executor.txt", ["config", "show", "-t", EXECUTORS,
+                                      "--executor", "low-power"]),
 ])
 def test_golden_output(golden: str, args: list[str]) -> None:
     code, out, err = run(*args)
     assert code == 0, err
     check_golden(golden, out)
+
+
+def test_named_executors_show_and_parse_back() -> None:
+    from tessera import CompilationConfig
+
+    code, out, _ = run("config", "show", "-t", EXECUTORS, "--json")
+    assert code == 0
+    config = CompilationConfig.create(EXECUTORS)
+    assert CompilationConfig.from_json(out) == config
+    code, out, _ = run("config", "show", "-t", EXECUTORS, "--executor",
+                       "dsp", "--json")
+    assert code == 0 and CompilationConfig.from_json(out) == config.executor_config("dsp")
 
 
 def test_config_show_json_parses_back() -> None:
@@ -77,6 +94,10 @@ def test_targets_lists_kinds_availability_attributes_and_tags() -> None:
     (["config", "show", "-t", "cpu", "--target-nope-x=2"], "names no known target kind"),
     (["config", "show", "-t", "cpu", "--executor", "vmm"], "unknown executor 'vmm'"),
     (["config", "show", "-t", "cpu", "--bogus"], "unexpected argument '--bogus'"),
+    (["config", "show", "-t", EXECUTORS, "--executor", "dps"],
+     "no executor named 'dps'; did you mean 'dsp'?"),
+    (["config", "show", "-t", EXECUTORS, "--host", "cpu"],
+     "each executor names its host with 'target_host'"),
 ])
 def test_bad_input_exits_2_with_one_line(args: list[str], fragment: str) -> None:
     code, _out, err = run(*args)
@@ -127,6 +148,25 @@ def test_explain_json_is_a_plan_and_records_round_trip(tmp_path: Path,
     assert code == 0 and out.startswith(f"imported {count} new or newer record(s)")
     code, out, err = run("records", "import", str(tmp_path / "r.jsonl"))
     assert out.startswith("imported 0 new or newer record(s)")
+
+
+def test_compile_and_explain_pick_a_named_executor(tmp_path: Path) -> None:
+    config = EXECUTORS
+    code, _, err = run("compile", _mlp(tmp_path), "-t", config, "-o", str(tmp_path / "m.tess"))
+    assert code == 2 and "this config has 2 executors (dsp, low-power); pick one" in err
+    assert "--executor dsp" in err
+    code, out, err = run("compile", _mlp(tmp_path), "-t", config, "--executor", "low-power",
+                         "-o", str(tmp_path / "m.tess"))
+    assert code == 0, err
+    from tessera import CompilationConfig, load
+
+    artifact = load(tmp_path / "m.tess")
+    assert [str(p.target) for p in artifact.plan.partitions] == ["onnxruntime"]
+    assert artifact.config == CompilationConfig.create(config).executor_config("low-power")
+    code, out, err = run("explain", _mlp(tmp_path), "-t", config, "--executor", "low-power",
+                         "--json")
+    assert code == 0, err
+    assert {p["target"] for p in json.loads(out)["partitions"]} == {"onnxruntime"}
 
 
 def test_explain_bad_pin_is_one_line(tmp_path: Path) -> None:

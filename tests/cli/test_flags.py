@@ -68,7 +68,7 @@ def test_a_short_flag_means_one_long_option_everywhere() -> None:
 
 
 @pytest.mark.parametrize("long", ["--target", "--option", "--pin", "--input-shape",
-                                  "--shape-profile"])
+                                  "--shape-profile", "--executor"])
 def test_shared_options_read_the_same_in_every_command(long: str) -> None:
     forms = {}
     for name, ctx in ALL:

@@ -104,6 +104,34 @@ def test_composite_target_expands() -> None:
     assert config.host == Target("cpu -mcpu=znver3")
 
 
+def test_composite_aliases_combine() -> None:
+    config = CompilationConfig.create(["ov-cpu", "ort-cpu"])
+    assert strings(config) == ["cpu", "openvino", "onnxruntime"]
+    assert config.backends_for_device("cpu") == [Target("openvino"), Target("onnxruntime")]
+    assert strings(CompilationConfig.create(["ort-cpu", "ov-cpu"])) == [
+        "cpu", "onnxruntime", "openvino"]
+    assert strings(CompilationConfig.create(["ort-cpu", "cpu-all"])) == [
+        "cpu", "onnxruntime", "openvino", "torch"]
+    assert strings(CompilationConfig.create("ort-cuda,ort-cpu")) == [
+        "cuda", "onnxruntime -device=cuda", "cpu", "onnxruntime"]
+    # What a composite brings merges with what is listed; a target listed twice by hand
+    # is still an error.
+    assert strings(CompilationConfig.create(["cpu", "ov-cpu"])) == ["cpu", "openvino"]
+    with pytest.raises(ConfigError, match="'openvino' is listed twice"):
+        CompilationConfig.create(["openvino", "ov", "ort-cpu"])
+
+
+def test_a_config_is_a_composite_target_and_back() -> None:
+    config = CompilationConfig.create("openvino,onnxruntime -num-threads=2,cpu -mcpu=skylake")
+    composite = Target(config)
+    assert composite == config.to_target() == Target(
+        {"kind": "composite", "target_host": "cpu -mcpu=skylake",
+         "accelerators": ["cpu -mcpu=skylake", "openvino", "onnxruntime -num-threads=2"]})
+    assert CompilationConfig.create(composite) == config
+    assert CompilationConfig.create(Target("ort-cuda")).to_target() == Target(
+        "composite -devices=\"cuda;onnxruntime -device=cuda\" -host=cpu")
+
+
 def test_existing_config_with_overrides() -> None:
     base = CompilationConfig.create("openvino,cpu")
     again = CompilationConfig.create(base, fallback="off")
@@ -167,8 +195,10 @@ def test_duplicates_are_rejected_but_variants_of_one_backend_are_not() -> None:
 
 # -- host rules --------------------------------------------------------------------------
 def test_host_rules() -> None:
-    assert CompilationConfig.create(["cuda", "cpu -mcpu=x"], host="cpu -mcpu=y").host == Target(
-        "cpu -mcpu=y")
+    assert CompilationConfig.create(["cuda", "cpu -mcpu=x"], host="cpu -mcpu=x -num-cores=4"
+                                    ).host == Target("cpu -mcpu=x -num-cores=4")
+    assert CompilationConfig.create(["cuda", "cpu -mcpu=x"], host="cpu -num-cores=4").host == (
+        Target("cpu -num-cores=4"))  # no attribute set two ways: one CPU can be both
     assert CompilationConfig.create(["cuda", "cpu -mcpu=x"]).host == Target("cpu -mcpu=x")
     assert CompilationConfig.create(["cuda"]).host == Target("cpu")
     carried = CompilationConfig.create([Target("cuda", host="cpu -mcpu=z")])
@@ -183,8 +213,36 @@ def test_host_errors() -> None:
     with pytest.raises(ConfigError, match="different hosts"):
         CompilationConfig.create([Target("cuda", host="cpu -mcpu=a"),
                                   Target("onnxruntime -device=cuda", host="cpu -mcpu=b")])
-    with pytest.raises(ConfigError, match="host must be a device target"):
+    with pytest.raises(ConfigError, match="host must be a CPU device target"):
         CompilationConfig.create("cpu", host="openvino")
+
+
+def test_a_gpu_is_no_host() -> None:
+    with pytest.raises(ConfigError) as info:
+        CompilationConfig.create("onnxruntime", host="cuda -arch=sm_80")
+    assert str(info.value) == (
+        "the host must be a CPU device target such as 'cpu' or 'cpu -mcpu=skylake', not "
+        "'cuda -arch=sm_80'; list 'cuda -arch=sm_80' as a target and give a cpu host")
+    assert CompilationConfig.create(["onnxruntime", "cuda -arch=sm_80"], host="cpu").devices == (
+        "cpu", "cuda")  # the fix the message names
+
+
+def test_a_host_contradicting_a_cpu_target_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        CompilationConfig.create(["openvino", "cpu -mcpu=skylake"], host="cpu -mcpu=cortex-m0")
+    assert str(info.value) == (
+        "the host 'cpu -mcpu=cortex-m0' contradicts the cpu target 'cpu -mcpu=skylake': -mcpu "
+        "is 'cortex-m0' on one and 'skylake' on the other, so they cannot be the same CPU; give "
+        "the host the target's -mcpu, or leave the host out (the first cpu target hosts then)")
+    with pytest.raises(ConfigError, match="contradicts the cpu target 'cpu -mcpu=a'"):
+        CompilationConfig.create([Target("cpu -mcpu=a", host="cpu -mcpu=b")])
+    # A host that specialises the target, or that the target specialises, is the same CPU.
+    for host in ("cpu -mcpu=skylake -num-cores=2", "cpu"):
+        config = CompilationConfig.create(["openvino", "cpu -mcpu=skylake"], host=host)
+        assert config.host == Target(host)
+        assert config.target_for_device("cpu") == Target("cpu -mcpu=skylake")
+    with pytest.raises(ConfigError, match="contradicts"):
+        dataclasses.replace(CompilationConfig.create("cpu -mcpu=a"), host=Target("cpu -mcpu=b"))
 
 
 def test_legacy_target_host_warns() -> None:
@@ -245,6 +303,11 @@ def test_options_stay_out_of_tuning_keys_and_declare_cache_key() -> None:
     placement = CompilationConfig.create("openvino,onnxruntime", fallback=False)
     assert [t.tuning_key() for t in base.targets] == [t.tuning_key() for t in placement.targets]
     assert deploy_only.cache_key() == base.cache_key()
+    # The executor kind and the runtime are no target attributes: other spellings of the
+    # one executor and runtime change nothing, keys included.
+    renamed = CompilationConfig.create("openvino,onnxruntime", executor="aot", runtime="c++")
+    assert (renamed.executor, renamed.runtime) == ("graph", "python")
+    assert renamed == base and renamed.cache_key() == base.cache_key()
     assert placement.cache_key() != base.cache_key()
 
 
@@ -278,6 +341,9 @@ def test_config_round_trips(backends: list[str], mcpu: str | None, cuda: bool,
             backends else ["cuda -arch=sm_80"]
     config = CompilationConfig.create(targets, fallback=fallback)
     assert CompilationConfig.from_json(config.to_json()) == config
+    composite = Target(config)
+    assert CompilationConfig.create(composite, fallback=fallback) == config
+    assert Target(composite.to_dict()) == composite
     assert CompilationConfig.create(str(config), fallback=fallback).targets == config.targets
     assert [t.kind.name for t in config.backends_for_device("cpu")] == list(backends)
     assert config.target_for_device("cpu") == (

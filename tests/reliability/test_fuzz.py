@@ -43,7 +43,9 @@ json_values = st.recursive(
         st.lists(children, max_size=4),
         st.dictionaries(st.sampled_from(["kind", "tag", "host", "targets", "keys", "arch",
                                          "devices", "mcpu", "options", "executor", "runtime",
-                                         "num-threads", "fallback", "partitioner", "x"]),
+                                         "num-threads", "fallback", "partitioner", "x",
+                                         "executors", "target_host", "accelerators",
+                                         "flow-config", "enable-byoc", "link-params"]),
                         children, max_size=5)),
     max_leaves=20)
 

@@ -45,3 +45,12 @@ def test_nested_targets_round_trip(data: st.DataObject) -> None:
 def test_every_registered_kind_is_covered() -> None:
     assert set(KIND_NAMES) >= {"cpu", "cuda", "composite", "onnxruntime", "openvino", "torch",
                                "iree", "tvm", "reference", "tensorrt"}
+
+
+@given(data=st.data())
+def test_composite_spellings_give_the_same_target(data: st.DataObject) -> None:
+    canonical = data.draw(target_dicts("composite"))
+    spelled = {{"devices": "accelerators", "host": "target_host"}.get(k, k): v
+               for k, v in canonical.items()}
+    assert Target(spelled) == Target(canonical)
+    check_round_trips(Target(spelled))

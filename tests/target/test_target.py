@@ -188,3 +188,41 @@ def test_availability_does_not_import_libraries() -> None:
     if importlib.util.find_spec("tensorrt") is None:  # CI and CPU machines
         assert not KINDS.get("tensorrt").is_available().ok
         assert "pip install tensorrt" in KINDS.get("tensorrt").is_available().reason
+
+
+# -- composite spellings ------------------------------------------------------------------
+def test_composite_accepts_target_host_and_accelerators() -> None:
+    expected = Target({"kind": "composite", "host": {"kind": "cpu", "mcpu": "cortex-a72"},
+                       "devices": ["openvino", "cpu"]})
+    spelled = Target({"kind": "composite", "target_host": {"kind": "llvm", "mcpu": "cortex-a72"},
+                      "accelerators": [{"kind": "openvino"}, {"kind": "cpu"}]})
+    assert spelled == expected
+    assert spelled.host == Target("cpu -mcpu=cortex-a72")
+    assert [str(t) for t in spelled.attrs["devices"]] == ["openvino", "cpu"]
+    # Output keeps the one canonical spelling.
+    assert spelled.to_dict() == {"kind": "composite", "devices": [{"kind": "openvino"},
+                                                                  {"kind": "cpu"}],
+                                 "host": {"kind": "cpu", "mcpu": "cortex-a72"}}
+    assert Target('composite -accelerators="openvino;cpu" -target-host="cpu -mcpu=cortex-a72"'
+                  ) == expected
+    assert Target("ov-cpu").with_attrs(accelerators=["onnxruntime", "cpu"]) == Target(
+        "ort-cpu")
+    assert Target({"kind": "cuda", "target-host": "cpu -mcpu=x"}).host == Target("cpu -mcpu=x")
+
+
+def test_a_host_is_a_cpu_target() -> None:
+    for host in ("cuda -arch=sm_80", "openvino", "ov-cpu"):
+        with pytest.raises(TargetError, match="the host must be a CPU device target"):
+            Target("cpu", host=host)
+
+
+class _Describes:
+    """Not a Target, but able to give one (as CompilationConfig does)."""
+
+    def to_target(self) -> Target:
+        return Target("ov-cpu")
+
+
+def test_anything_with_to_target_builds_a_target() -> None:
+    assert Target(_Describes()) == Target("ov-cpu")
+    assert Target(_Describes(), host="cpu -mcpu=z").host == Target("cpu -mcpu=z")
