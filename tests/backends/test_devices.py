@@ -183,6 +183,21 @@ def test_while_a_backend_compiles_its_target_and_the_device_target_are_current(
         spy.compile(mlp(), scope_spy.NAME, device="cuda")
 
 
+def test_a_compiled_plan_compiles_each_partition_on_its_device_target(
+        spy: scope_spy.ScopeSpy) -> None:
+    import tessera
+
+    compiled = tessera.compile(mlp(), f"{scope_spy.NAME},cpu -mcpu=znver3 -num-cores=1",
+                               partitioner="greedy", fallback=False)
+    device = Target("cpu -mcpu=znver3 -num-cores=1")
+    assert [p.device for p in compiled.plan.partitions] == [device]
+    assert [(str(current), str(seen)) for current, seen in spy.seen] == [
+        (str(compiled.parts[0].target), str(device))]
+    assert compiled.parts[0].device_target == device
+    want = backends.get("reference").compile(mlp()).run(FEEDS)["y"]
+    np.testing.assert_allclose(compiled.run(FEEDS)["y"], want, rtol=1e-6)
+
+
 def test_the_measuring_worker_compiles_in_the_scope_of_the_device_target(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TESSERA_PLUGINS", ",".join(filter(None, (
