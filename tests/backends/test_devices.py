@@ -239,11 +239,16 @@ def test_onnxruntime_sessions_keep_to_the_devices_cores() -> None:
 def test_torch_runs_on_the_devices_cores() -> None:
     import torch
 
+    from tessera.backends.torch import _library_threads
+
     before = torch.get_num_threads()
     target = ThreadPolicy("shared", 8).apply(Target("torch"), ONE)
     try:
         backends.get("torch").compile(mlp(), target, device=ONE).run(FEEDS)
         assert torch.get_num_threads() == 1
+        # the count is process-wide: a partition left to torch's default restores it
+        backends.get("torch").compile(mlp(), "torch").run(FEEDS)
+        assert torch.get_num_threads() == _library_threads()
     finally:
         torch.set_num_threads(before)
 
