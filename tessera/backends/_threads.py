@@ -30,7 +30,8 @@ from tessera.target import AttrSpec, AttrType, Target
 def threads_attr(what: str) -> AttrSpec:
     """The `num-threads` attribute every backend with its own pool declares; 0 leaves the
     count to the plan's thread policy."""
-    return AttrSpec("num-threads", AttrType.INT, 0, f"{what} (0: the plan decides)", minimum=0)
+    return AttrSpec("num-threads", AttrType.INT, 0, f"{what} (0: the plan decides)", minimum=0,
+                    runtime=True)
 
 
 @dataclass(frozen=True)

@@ -57,12 +57,13 @@ KIND = register_kind(
                  choices=("disable", "basic", "extended", "all")),
         threads_attr("intra-op threads"),
         AttrSpec("spinning", AttrType.BOOL, None,
-                 "let idle pool threads spin (unset: the plan's thread policy decides)"),
+                 "let idle pool threads spin (unset: the plan's thread policy decides)",
+                 runtime=True),
         AttrSpec("spin-stop", AttrType.BOOL, None,
                  "stop the pool spinning as soon as a run returns, so the next partition "
-                 "gets the cores (unset: the plan's thread policy decides)"),
+                 "gets the cores (unset: the plan's thread policy decides)", runtime=True),
         AttrSpec("execution-mode", AttrType.STR, "sequential", "operator scheduling",
-                 choices=("sequential", "parallel")),
+                 choices=("sequential", "parallel"), runtime=True),
         AttrSpec("precision", AttrType.STR, None,
                  "numeric precision: fp32 (unset: the model's own types) or int8 (the "
                  "partition quantized by ONNX Runtime's quantizer; see -int8-recipe)",

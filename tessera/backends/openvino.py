@@ -41,11 +41,13 @@ KIND = register_kind(
                  "sample inputs, which compile needs), which OpenVINO runs as int8",
                  choices=("f32", "bf16", "f16", "int8")),
         AttrSpec("performance-hint", AttrType.STR, "latency", "OpenVINO performance mode",
-                 choices=("latency", "throughput")),
-        AttrSpec("num-streams", AttrType.INT, 1, "parallel inference streams", minimum=1),
+                 choices=("latency", "throughput"), runtime=True),
+        AttrSpec("num-streams", AttrType.INT, 1, "parallel inference streams", minimum=1,
+                 runtime=True),
         AttrSpec("cpu-pinning", AttrType.BOOL, None,
                  "pin inference threads to cores (unset: the plan's thread policy decides; "
-                 "pinned threads fight the next backend's pool in a mixed plan)"),
+                 "pinned threads fight the next backend's pool in a mixed plan)",
+                 runtime=True),
         AttrSpec("cache-dir", AttrType.STR, doc="compiled-blob cache directory", tuning=False),
     ),
 )

@@ -101,8 +101,11 @@ def partition_key(model: Model, mask: NodeSet, target: Target,
     backend = backends.get(target.kind.name)
     version = backend.is_available().version
     inputs, outputs = flow.boundary(mask)
-    # ONNX Runtime's optimized models hold layout choices for this CPU
-    payload = [__version__, machine(), str(target), version, model.content_digest,
+    # ONNX Runtime's optimized models hold layout choices for this CPU. What an entry holds is
+    # compiled code or a converted model, never a runtime setting (a session's threads, a
+    # device's -num-cores): those are applied when the entry is loaded, so the key is the
+    # target's code key and a partition on one core reuses the entry of the same on many
+    payload = [__version__, machine(), target.codegen_key(), version, model.content_digest,
                model.structural_hash(mask), [flow.names[i] for i in members(mask)],
                list(inputs), list(outputs)]
     if backend.calibrated(target):  # a static int8 form is fixed by its calibration data

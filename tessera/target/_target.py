@@ -131,6 +131,16 @@ class Target:
         payload = json.dumps(_tuning_payload(self), sort_keys=True, separators=(",", ":"))
         return f"{self.kind.name}:{hashlib.sha256(payload.encode()).hexdigest()[:16]}"
 
+    def codegen_key(self) -> str:
+        """A stable digest of what can change the generated code itself: the tuning key's
+        attributes less the runtime settings (`AttrSpec.runtime`: threads, streams, ...),
+        which change how the code runs and what it costs, never the code. So a cpu device's
+        `-num-cores`, which becomes each backend's `num-threads`, changes tuning keys (the
+        costs) but no code key (what is compiled and kept)."""
+        payload = json.dumps(_tuning_payload(self, code_only=True), sort_keys=True,
+                             separators=(",", ":"))
+        return f"{self.kind.name}:{hashlib.sha256(payload.encode()).hexdigest()[:16]}"
+
     # -- functional updates --------------------------------------------------------------
     def with_host(self, host: TargetLike | None) -> Target:
         return Target._make(
@@ -520,16 +530,16 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def _tuning_payload(target: Target) -> dict[str, Any]:
+def _tuning_payload(target: Target, *, code_only: bool = False) -> dict[str, Any]:
     schema = target.kind.schema
     attrs: dict[str, Any] = {}
     for name, value in target.attr_items:
-        if not schema[name].tuning:
+        if not schema[name].tuning or (code_only and schema[name].runtime):
             continue
         if isinstance(value, Target):
-            attrs[name] = _tuning_payload(value)
+            attrs[name] = _tuning_payload(value, code_only=code_only)
         elif isinstance(value, tuple) and value and isinstance(value[0], Target):
-            attrs[name] = [_tuning_payload(v) for v in value]
+            attrs[name] = [_tuning_payload(v, code_only=code_only) for v in value]
         else:
             attrs[name] = _json_value(value)
     return {"kind": target.kind.name, "attrs": attrs}

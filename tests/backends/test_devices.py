@@ -164,6 +164,24 @@ def test_tuning_keys_change_exactly_when_the_build_does() -> None:
         CompilationConfig.create("onnxruntime,cpu").cache_key()
 
 
+@pytest.mark.parametrize("name", POOLED)
+def test_runtime_settings_change_the_tuning_key_but_never_the_code_key(name: str) -> None:
+    """The code key (`Target.codegen_key`, what compiled partitions are kept under) leaves
+    out runtime settings (`AttrSpec.runtime`): -num-cores reaches a backend as num-threads,
+    which changes what a partition costs, never its code."""
+    plain = Target(name)
+    capped = ThreadPolicy("shared", 8).apply(plain, ONE)
+    assert capped.tuning_key() != plain.tuning_key()
+    assert capped.codegen_key() == plain.codegen_key()
+    assert ONE.codegen_key() == Target("cpu").codegen_key()
+    generated = backends.get(name).for_device(plain, Target("cpu -mcpu=skylake"))
+    assert (generated.codegen_key() != plain.codegen_key()) is (name in ("iree", "tvm"))
+    runtime = {spec.name for spec in plain.kind.attrs if spec.runtime}
+    assert "num-threads" in runtime and runtime <= {
+        "num-threads", "spinning", "spin-stop", "execution-mode", "performance-hint",
+        "num-streams", "cpu-pinning"}
+
+
 # -- the current target and device target while compiling ---------------------------------
 def test_while_a_backend_compiles_its_target_and_the_device_target_are_current(
         spy: scope_spy.ScopeSpy) -> None:
