@@ -6,6 +6,7 @@ lookup that misses or the first listing."""
 from __future__ import annotations
 
 from tessera.backends import iree, onnxruntime, openvino, reference, tensorrt, torch, tvm
+from tessera.backends._devices import DeviceSettings
 from tessera.backends._plugins import GROUP, PluginFailure, PluginWarning, load_plugins
 from tessera.backends._plugins import failures as plugin_failures
 from tessera.backends._probe import ProbedBackend
@@ -28,6 +29,7 @@ __all__ = [
     "Backend",
     "Calibration",
     "Compiled",
+    "DeviceSettings",
     "NativeRunner",
     "PluginFailure",
     "PluginWarning",

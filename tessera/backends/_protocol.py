@@ -7,7 +7,8 @@ import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
 from tessera._private.cores import core_budget
 from tessera._private.registry import Registry
@@ -20,7 +21,7 @@ from tessera.errors import (
     InputError,
     TesseraError,
 )
-from tessera.target import Availability, Target, TargetKind
+from tessera.target import Availability, Target, TargetKind, kind_for_device
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     import onnx
 
     from tessera._private.shapes import ShapeProfile
+    from tessera.backends._devices import DeviceSettings
     from tessera.backends._quantize import Calibration
     from tessera.ir import ValueType
 
@@ -64,6 +66,8 @@ class Compiled:
     # in a warm cache entry: an artifact keeps this form, so loading it quantizes nothing
     prepared: onnx.ModelProto | None = None
     prepared_path: Path | None = None
+    # the device target it was built for (`target` is the backend target specialised for it)
+    device_target: Target | None = None
 
     def prepared_form(self) -> onnx.ModelProto | None:
         if self.prepared is None and self.prepared_path is not None:
@@ -147,13 +151,17 @@ class Backend:
         raise NotImplementedError
 
     def compile(self, submodel: onnx.ModelProto, target: Target | str | None = None, *,
-                check: bool = True, calibration: Calibration | None = None) -> Compiled:
-        """`submodel` compiled for `target`. With `check`, a node that `supports()` refuses
+                check: bool = True, calibration: Calibration | None = None,
+                device: Target | str | None = None) -> Compiled:
+        """`submodel` compiled for `target` on the device target `device` (None: the current
+        device target, else the plain device kind): the target is specialised for the device
+        (`for_device`), and while the backend compiles, `Target.current()` is that target and
+        `Target.current_device()` the device. With `check`, a node that `supports()` refuses
         is a CompileError listing each one with its reason, before the backend sees it;
         tessera's own builds pass `check=False` for partitions a placement already judged.
         `calibration` (sample input dicts keyed by the submodel's input names) is what a
         target that `calibrated()` quantizes with."""
-        chosen = self._usable(target)
+        chosen, where = self._placed(target, device)
         if check:
             check_supported(self, submodel, chosen)
 
@@ -164,7 +172,7 @@ class Backend:
                 compiled.prepared = prepared
             return compiled
 
-        return self._guarded(submodel, prepared_and_compiled)
+        return self._built(submodel, chosen, where, prepared_and_compiled)
 
     def prepare(self, submodel: onnx.ModelProto, target: Target,
                 calibration: Calibration | None) -> onnx.ModelProto:
@@ -219,6 +227,49 @@ class Backend:
         once. Each sets only `setting_attrs`; each is one more build and timing, so few."""
         return []
 
+    # -- the device a partition runs on -------------------------------------------------
+    # device attributes this backend's code generator takes, as {device attribute: its own
+    # attribute} (IREE: {"mcpu": "cpu-features", ...}); it honours no others
+    device_attrs: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    # why it cannot honour the other code-generation attributes of a device target
+    device_note = "it has no setting for it"
+
+    def device_settings(self, target: Target, device: Target) -> DeviceSettings:
+        """What `device`'s attributes ask of this backend's build of `target`: its threads
+        capped by `-num-cores`, the attributes in `device_attrs` set where the user left them
+        open, and a note for each device attribute not honoured (`explain` shows them)."""
+        from tessera.backends._devices import default_settings
+
+        return default_settings(self, target, device)
+
+    def for_device(self, target: Target, device: Target | None) -> Target:
+        """`target` specialised for the device target `device`: what is built."""
+        if device is None:
+            return target
+        changes = dict(self.device_settings(target, device).attrs)
+        return target.with_attrs(**changes) if changes else target
+
+    def _placed(self, target: Target | str | None, device: Target | str | None
+                ) -> tuple[Target, Target]:
+        """The usable target specialised for its device target, and that device target."""
+        chosen = self._usable(target)
+        if device is not None:
+            where = Target(device)
+        else:
+            current = Target.current_device()
+            where = current if current is not None and \
+                current.device_type == chosen.device_type else \
+                Target(kind_for_device(chosen.device_type).name)
+        return self.for_device(chosen, where), where
+
+    def _built(self, submodel: onnx.ModelProto, target: Target, device: Target,
+               build: Callable[[], Compiled]) -> Compiled:
+        """`build()` with `target` and `device` current, its result knowing its device."""
+        with target.scope(device=device):
+            compiled = self._guarded(submodel, build)
+        compiled.device_target = device
+        return compiled
+
     def _usable(self, target: Target | str | None) -> Target:
         chosen = Target(target) if target is not None else Target(self.name)
         if chosen.kind != self.kind:
@@ -254,18 +305,21 @@ class Backend:
         """The compiled form of `compiled` as bytes, or None where this backend has none."""
         return None
 
-    def compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
-                       ) -> Compiled:
+    def compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes, *,
+                       device: Target | str | None = None) -> Compiled:
         """`compile`, reusing a cache from `export_cache` of the same submodel and target.
         No support check: the cache is an exact earlier build of this very submodel."""
-        chosen = Target(target)
+        chosen, where = self._placed(target, device)
         try:
-            return self._compile_cached(submodel, chosen, cache)
+            with chosen.scope(device=where):
+                compiled = self._compile_cached(submodel, chosen, cache)
         except TesseraError:
             raise
         except Exception as err:
             raise CompileError(f"{self.name} could not reload its saved compiled cache: "
                                f"{type(err).__name__}: {_first_line(str(err))}") from err
+        compiled.device_target = where
+        return compiled
 
     def _compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
                         ) -> Compiled:
@@ -281,14 +335,15 @@ class Backend:
     per_partition_threads = False
 
     def compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
-                     reuse: bool, *, check: bool = True, calibration: Calibration | None = None
-                     ) -> Compiled:
+                     reuse: bool, *, check: bool = True, calibration: Calibration | None = None,
+                     device: Target | str | None = None) -> Compiled:
         """`compile`, reusing what an earlier call left in `directory` (`reuse`), or else
         leaving it there (a fresh directory the caller publishes once this returns). What is
         left is the compiled form of what `prepare` made, so a reuse prepares nothing."""
-        chosen = self._usable(target)
+        chosen, where = self._placed(target, device)
         if not self.warm_cache:
-            return self.compile(submodel, chosen, check=check, calibration=calibration)
+            return self.compile(submodel, chosen, check=check, calibration=calibration,
+                                device=where)
         if check:
             check_supported(self, submodel, chosen)
 
@@ -305,7 +360,7 @@ class Backend:
                 compiled.prepared = prepared
             return compiled
 
-        return self._guarded(submodel, prepared_and_compiled)
+        return self._built(submodel, chosen, where, prepared_and_compiled)
 
     def _compile_warm(self, submodel: onnx.ModelProto, target: Target, directory: Path,
                       reuse: bool) -> Compiled:

@@ -10,7 +10,8 @@ though, ONNX Runtime is 5-10% faster with spinning on. So the policy is chosen p
   no pool spins once its partition is done (ONNX Runtime's `session.force_spinning_stop`:
   a pool spins during its own run, where spinning pays, and parks when the run returns).
 
-Attributes the user set on a target always win over the policy.
+Attributes the user set on a target always win over the policy; a device target's
+`-num-cores` caps them all (`_devices.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tessera._private.cores import core_budget
+from tessera.backends._devices import core_cap
 from tessera.backends._protocol import BACKENDS, PolicyName
 from tessera.target import AttrSpec, AttrType, Target
 
@@ -28,7 +30,8 @@ from tessera.target import AttrSpec, AttrType, Target
 def threads_attr(what: str) -> AttrSpec:
     """The `num-threads` attribute every backend with its own pool declares; 0 leaves the
     count to the plan's thread policy."""
-    return AttrSpec("num-threads", AttrType.INT, 0, f"{what} (0: the plan decides)", minimum=0)
+    return AttrSpec("num-threads", AttrType.INT, 0, f"{what} (0: the plan decides)", minimum=0,
+                    runtime=True)
 
 
 @dataclass(frozen=True)
@@ -42,13 +45,18 @@ class ThreadPolicy:
             else ("native" if override == "native" else "shared")
         return cls(name, core_budget())
 
-    def apply(self, target: Target) -> Target:
-        """`target` with the settings this policy decides, where the user left them open:
-        what its backend's `thread_settings` hook asks for."""
+    def apply(self, target: Target, device: Target | None = None) -> Target:
+        """`target` with the settings this policy decides, where the user left them open
+        (what its backend's `thread_settings` hook asks for), then specialised for the
+        partition's `device` target: its `-num-cores` caps the budget and the threads, and
+        its code-generation attributes reach the backend (`Backend.for_device`)."""
         backend = BACKENDS.find(target.kind.name)
         if backend is None:  # a device target: no pool of its own
             return target
-        return backend.with_thread_settings(target, self.name, self.budget)
+        cores = core_cap(device)
+        budget = self.budget if cores is None else min(self.budget, cores)
+        shaped = backend.with_thread_settings(target, self.name, budget)
+        return backend.for_device(shaped, device)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "budget": self.budget}

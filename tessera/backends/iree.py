@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import io
 import threading
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends import _deviations as dev
@@ -32,6 +33,10 @@ KIND = register_kind(
         AttrSpec("opt-level", AttrType.STR, "O2", "compiler optimisation level",
                  choices=("O0", "O1", "O2", "O3")),
         AttrSpec("cpu-features", AttrType.STR, "host", "llvm-cpu target CPU ('host': this one)"),
+        AttrSpec("mattr", AttrType.STR_LIST, doc="llvm-cpu target CPU features, e.g. +avx2,+fma "
+                 "(unset: those of the target CPU)"),
+        AttrSpec("mtriple", AttrType.STR, doc="llvm-cpu target triple, e.g. x86_64-linux-gnu "
+                 "(unset: this machine's)"),
         threads_attr("task-system workers"),
     ),
 )
@@ -62,10 +67,19 @@ def import_onnx(model: onnx.ModelProto) -> bytes:
 
 
 def compiler_flags(target: Target) -> list[str]:
+    """iree-compile's flags for `target`: a cpu device target's -mcpu, -mattr and -mtriple
+    arrive here as `cpu-features`, `mattr` and `mtriple` (`Backend.for_device`)."""
     flags = [f"--iree-opt-level={target.attrs['opt-level']}"]
     if target.device_type == "cpu":
+        triple = target.attrs.get("mtriple")
         cpu = target.attrs["cpu-features"]
+        if triple is not None and cpu == "host":  # another machine's triple: not this CPU
+            cpu = "generic"
         flags += [f"--iree-llvmcpu-target-cpu={cpu}"]
+        if target.attrs.get("mattr"):
+            flags += [f"--iree-llvmcpu-target-cpu-features={','.join(target.attrs['mattr'])}"]
+        if triple is not None:
+            flags += [f"--iree-llvmcpu-target-triple={triple}"]
     return flags
 
 
@@ -120,7 +134,10 @@ class IreeBackend(ProbedBackend):
     dynamic_shapes = False  # compiles for the shapes it is given
     in_all, rank, colour = True, 40, "#2ca02c"
     probe_label = "IREE"
-    probe_attrs = ("cpu-features",)
+    probe_attrs = ("cpu-features", "mattr", "mtriple")
+    # a cpu device target's code-generation attributes, as llvm-cpu's own
+    device_attrs = MappingProxyType({"mcpu": "cpu-features", "mattr": "mattr",
+                                     "mtriple": "mtriple"})
     _probe = staticmethod(_probe)
     deviations = DEVIATIONS
 

@@ -57,12 +57,13 @@ KIND = register_kind(
                  choices=("disable", "basic", "extended", "all")),
         threads_attr("intra-op threads"),
         AttrSpec("spinning", AttrType.BOOL, None,
-                 "let idle pool threads spin (unset: the plan's thread policy decides)"),
+                 "let idle pool threads spin (unset: the plan's thread policy decides)",
+                 runtime=True),
         AttrSpec("spin-stop", AttrType.BOOL, None,
                  "stop the pool spinning as soon as a run returns, so the next partition "
-                 "gets the cores (unset: the plan's thread policy decides)"),
+                 "gets the cores (unset: the plan's thread policy decides)", runtime=True),
         AttrSpec("execution-mode", AttrType.STR, "sequential", "operator scheduling",
-                 choices=("sequential", "parallel")),
+                 choices=("sequential", "parallel"), runtime=True),
         AttrSpec("precision", AttrType.STR, None,
                  "numeric precision: fp32 (unset: the model's own types) or int8 (the "
                  "partition quantized by ONNX Runtime's quantizer; see -int8-recipe)",
@@ -111,6 +112,8 @@ DEVIATIONS = (
 class OnnxRuntimeBackend(Backend):
     kind = KIND
     per_partition_threads = True  # a session's own count
+    device_note = ("its kernels are prebuilt and choose their instructions on the CPU they "
+                   "run on")
     in_all, rank, colour = True, 10, "#1f77b4"
 
     def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
@@ -260,6 +263,8 @@ def _session(model: bytes | str, target: Target, *, optimized: bool = False,
             "session.optimized_model_external_initializers_min_size_in_bytes", "1024")
     if target.attrs["num-threads"]:
         options.intra_op_num_threads = target.attrs["num-threads"]
+        # the parallel mode's pool of concurrent operators keeps to the same count
+        options.inter_op_num_threads = target.attrs["num-threads"]
     options.add_session_config_entry(
         "session.intra_op.allow_spinning", "1" if target.attrs.get("spinning") else "0")
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tessera.backends import _deviations as dev
 from tessera.backends import _quantize
 from tessera.backends._availability import library_availability
+from tessera.backends._devices import DeviceSettings, core_cap
 from tessera.backends._probe import ProbedBackend
 from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner
 from tessera.backends._threads import core_budget, threads_attr
@@ -40,11 +41,13 @@ KIND = register_kind(
                  "sample inputs, which compile needs), which OpenVINO runs as int8",
                  choices=("f32", "bf16", "f16", "int8")),
         AttrSpec("performance-hint", AttrType.STR, "latency", "OpenVINO performance mode",
-                 choices=("latency", "throughput")),
-        AttrSpec("num-streams", AttrType.INT, 1, "parallel inference streams", minimum=1),
+                 choices=("latency", "throughput"), runtime=True),
+        AttrSpec("num-streams", AttrType.INT, 1, "parallel inference streams", minimum=1,
+                 runtime=True),
         AttrSpec("cpu-pinning", AttrType.BOOL, None,
                  "pin inference threads to cores (unset: the plan's thread policy decides; "
-                 "pinned threads fight the next backend's pool in a mixed plan)"),
+                 "pinned threads fight the next backend's pool in a mixed plan)",
+                 runtime=True),
         AttrSpec("cache-dir", AttrType.STR, doc="compiled-blob cache directory", tuning=False),
     ),
 )
@@ -133,6 +136,7 @@ DEVIATIONS = (
 class OpenVinoBackend(ProbedBackend):
     kind = KIND
     per_partition_threads = True  # a compiled model's own count
+    device_note = "its CPU plugin chooses its kernels for the CPU it runs on"
     in_all, rank, colour = True, 20, "#9467bd"
     probe_label = "OpenVINO"
     _probe = staticmethod(_probe)
@@ -143,6 +147,16 @@ class OpenVinoBackend(ProbedBackend):
             return {}
         # pinned OpenVINO threads slow the partitions around them
         return {"num-threads": budget, "num-streams": 1, "cpu-pinning": False}
+
+    def device_settings(self, target: Target, device: Target) -> DeviceSettings:
+        """Besides the threads, a device's `-num-cores` caps the streams: each needs a core."""
+        settings = super().device_settings(target, device)
+        cores = core_cap(device)
+        if cores is None or target.attrs["num-streams"] <= cores:
+            return settings
+        note = (f"-num-streams={target.attrs['num-streams']} of openvino lowered to {cores} "
+                f"by -num-cores={cores}",) if "num-streams" in target.explicit_attrs else ()
+        return settings + DeviceSettings((("num-streams", cores),), note)
 
     # One stream runs one inference at a time: concurrent callers queue for it. With
     # several callers, as many streams (up to the cores), each with its share of the cores

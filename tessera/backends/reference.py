@@ -27,6 +27,7 @@ class ReferenceBackend(Backend):
 
     kind = KIND
     colour = "#7f7f7f"
+    device_note = "it runs numpy, whose kernels choose their instructions on the CPU they run on"
 
     def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
                  constants: Constants | None = None, *, target: Target | None = None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ class TorchBackend(Backend):
 
     kind = KIND
     in_all, rank, colour = True, 30, "#ff7f0e"
+    device_note = "its kernels are prebuilt and choose their instructions on the CPU they run on"
 
     # the converter is the same on every device: `target` changes nothing
     def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
@@ -90,6 +92,8 @@ class TorchBackend(Backend):
 
         from tessera.backends._torch_convert import Program
 
+        _library_threads()  # before any run of this backend sets the count
+
         if target.device_type == "cuda" and not torch.cuda.is_available():
             raise BackendUnavailableError("torch here has no CUDA device; use 'torch' on cpu")
         device = torch.device("cuda" if target.device_type == "cuda" else "cpu")
@@ -98,13 +102,23 @@ class TorchBackend(Backend):
         return _TorchCompiled(self.name, submodel, target, program)
 
 
+@functools.cache
+def _library_threads() -> int:
+    """torch's own thread count, read before any compiled partition of this backend set it."""
+    import torch
+
+    return int(torch.get_num_threads())
+
+
 class _TorchCompiled(Compiled):
     def __init__(self, backend: str, model: onnx.ModelProto, target: Target, program: Any):
         import torch
 
         super().__init__(backend, model, target)
         self.program = program
-        self._threads = target.attrs["num-threads"]
+        # torch's count is process-wide: a partition left to the default restores it after
+        # one capped by its own target or device (-num-cores) ran
+        self._threads = target.attrs["num-threads"] or _library_threads()
         self._call = program
         if target.attrs["compile"]:
             self._call = torch.compile(program.__call__, mode=target.attrs["compile-mode"],
@@ -124,7 +138,7 @@ class _TorchCompiled(Compiled):
         import numpy as np
         import torch
 
-        if self._threads and torch.get_num_threads() != self._threads:
+        if torch.get_num_threads() != self._threads:
             torch.set_num_threads(self._threads)
         device = self.program.device
         with warnings.catch_warnings():  # read-only arrays are fine: nothing writes inputs

@@ -4,6 +4,7 @@ VM. Support is the frontend's converter table, confirmed by probing each kind of
 from __future__ import annotations
 
 import functools
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends import _deviations as dev
@@ -34,6 +35,9 @@ KIND = register_kind(
         AttrSpec("opt-level", AttrType.INT, 3, "Relax pass optimisation level",
                  check=_check_opt_level),
         AttrSpec("mcpu", AttrType.STR, doc="llvm -mcpu for generated code"),
+        AttrSpec("mattr", AttrType.STR_LIST, doc="llvm -mattr for generated code, e.g. "
+                 "+avx2,+fma"),
+        AttrSpec("mtriple", AttrType.STR, doc="llvm -mtriple for generated code"),
         threads_attr("runtime threads"),
     ),
 )
@@ -54,13 +58,23 @@ def build(model: onnx.ModelProto, target: Target) -> Any:
 
     module = from_onnx(model, keep_params_in_input=False, sanitize_input_names=False)
     module = relax.transform.DecomposeOpsForInference()(module)
-    if target.device_type == "cuda":
-        tvm_target = tvm.target.Target("cuda")
-    else:
-        mcpu = target.attrs.get("mcpu")
-        tvm_target = tvm.target.Target("llvm" + (f" -mcpu={mcpu}" if mcpu else ""))
+    tvm_target = tvm.target.Target(tvm_target_string(target))
     with tvm.transform.PassContext(opt_level=target.attrs["opt-level"]):
         return tvm.compile(module, target=tvm_target)
+
+
+def tvm_target_string(target: Target) -> str:
+    """TVM's target for `target`: a cpu device target's -mcpu, -mattr and -mtriple arrive
+    here as the backend's own attributes (`Backend.for_device`)."""
+    if target.device_type == "cuda":
+        return "cuda"
+    parts = ["llvm"]
+    for name in ("mtriple", "mcpu"):
+        if target.attrs.get(name):
+            parts.append(f"-{name}={target.attrs[name]}")
+    if target.attrs.get("mattr"):
+        parts.append(f"-mattr={','.join(target.attrs['mattr'])}")
+    return " ".join(parts)
 
 
 def _probe(model: onnx.ModelProto, target: Target) -> None:
@@ -86,7 +100,9 @@ class TvmBackend(ProbedBackend):
     dynamic_shapes = False  # compiles for the shapes it is given
     in_all, rank, colour = True, 50, "#d62728"
     probe_label = "TVM"
-    probe_attrs = ("mcpu", "opt-level")
+    probe_attrs = ("mcpu", "mattr", "mtriple", "opt-level")
+    # a cpu device target's code-generation attributes, as TVM's llvm target takes them
+    device_attrs = MappingProxyType({"mcpu": "mcpu", "mattr": "mattr", "mtriple": "mtriple"})
     _probe = staticmethod(_probe)
     deviations = DEVIATIONS
 

@@ -50,7 +50,9 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
                               "artifact shows the race run when it was compiled")
         artifact = read(model)
         loaded = load_model(artifact.model("model.onnx"), require_static=False)
-        plan = artifact.plan
+        from tessera.placement._devices import assign_devices
+
+        plan = assign_devices(artifact.plan, artifact.config)  # saved before device targets
         budget = artifact.config.options.accuracy
     else:
         from tessera.runtime import partition
@@ -107,6 +109,7 @@ def render(plan: object, model: object, label: str, budget: object = None) -> st
         lines.append(f"[{i}] {part.target}: {len(part.nodes)} node(s){cost}{points}"
                      f"{precision}: {summary}")
         lines.append(f"    in: {', '.join(part.inputs) or '-'}; out: {', '.join(part.outputs)}")
+        lines += device_lines(part)
     lines += ["", "nodes:"]
     where = {n: str(p.target) for p in plan.partitions for n in p.nodes}
     for name in flow.names:
@@ -116,3 +119,21 @@ def render(plan: object, model: object, label: str, budget: object = None) -> st
             if target != where[name]:
                 lines.append(f"      {target}: {reason}")
     return "\n".join(lines)
+
+
+def device_lines(part: object) -> list[str]:
+    """The partition's device target, and each of its attributes the backend cannot honour."""
+    from tessera import backends
+    from tessera.errors import BackendUnavailableError
+    from tessera.placement import Partition
+
+    assert isinstance(part, Partition)
+    if part.device is None:  # a plan made before device targets were assigned
+        return []
+    lines = [f"    device: {part.device}"]
+    try:
+        backend = backends.get(part.target.kind.name)
+    except BackendUnavailableError as err:  # an artifact's backend missing here
+        return [*lines, f"    device note: not known here: {err}"]
+    notes = backend.device_settings(part.target, part.device).notes
+    return lines + [f"    device note: {note}" for note in notes]

@@ -111,6 +111,7 @@ def target_show(target: str, host: str | None) -> None:
     click.echo(f"role:        {role}")
     click.echo(f"keys:        {', '.join(parsed.keys)}")
     click.echo(f"tuning key:  {parsed.tuning_key()}")
+    click.echo(f"code key:    {parsed.codegen_key()}")
     out.print("json:")
     click.echo(json.dumps(parsed.to_dict(include_defaults=True), indent=2))
 

@@ -173,7 +173,9 @@ def _costs(model: Model, candidates: list[Candidate], db: CostDB | None, run: Me
         target = candidate.target
         if str(target) not in keys:
             version = backends.get(target.kind.name).is_available().version
-            keys[str(target)] = (target.tuning_key(), fingerprint(target.kind.name, version))
+            built_for = getattr(run, "built_for", None)  # the cost of what is built
+            built = built_for(target) if callable(built_for) else target
+            keys[str(target)] = (built.tuning_key(), fingerprint(target.kind.name, version))
         priced = _priced_at_points(model, candidate, views, points, memo, db, run, foreign,
                                    keys[str(target)])
         hits += priced.hits

@@ -25,6 +25,7 @@ from tessera.ir import Model, Samples
 from tessera.placement._builder import Builder, Built
 from tessera.placement._collage import Progress, place_collage
 from tessera.placement._costdb import CostDB
+from tessera.placement._devices import assign_devices, config_devices
 from tessera.placement._greedy import place_greedy
 from tessera.placement._guard import guard_verdicts
 from tessera.placement._measure import Measurer
@@ -65,16 +66,28 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
           measurer: Measurer | None = None, progress: Progress | None = None,
           db: CostDB | None = None, clock: Clock = time.perf_counter,
           samples: Samples | None = None) -> Placement:
-    """The plan for `model` on `config`'s targets. With a `builder`, Collage's plan is raced
-    end to end against its rivals; with `build` too, the plan kept is built and passes the
-    numeric guard (when the config asks for it) before it is returned, and, with `samples`
-    and the config's accuracy budget, its precision variants are searched
-    (`_precision.py`)."""
+    """The plan for `model` on `config`'s targets, each partition with its device target
+    (`assign_devices`). With a `builder`, Collage's plan is raced end to end against its
+    rivals; with `build` too, the plan kept is built and passes the numeric guard (when the
+    config asks for it) before it is returned, and, with `samples` and the config's accuracy
+    budget, its precision variants are searched (`_precision.py`)."""
+    placed = _place(model, config, pins=pins, builder=builder, build=build,
+                    measurer=measurer or LocalMeasurer(config.options.isolate,
+                                                       config.options.measure_timeout,
+                                                       devices=config_devices(config)),
+                    progress=progress, db=db, clock=clock, samples=samples)
+    plan = assign_devices(placed.plan, config)
+    return Placement(plan, replace(placed.built, plan=plan) if placed.built else None)
+
+
+def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
+           builder: Builder | None, build: bool, measurer: Measurer,
+           progress: Progress | None, db: CostDB | None, clock: Clock,
+           samples: Samples | None) -> Placement:
     resolved = resolve_pins(model.dataflow, pins)
     points = Points.of(model, config)
     collage = config.partitioner == "collage"
     db = db if db is not None or not collage else CostDB()
-    measurer = measurer or LocalMeasurer(config.options.isolate, config.options.measure_timeout)
     banned: dict[str, dict[str, str]] = {}
     while True:
         if collage:

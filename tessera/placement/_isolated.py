@@ -59,19 +59,23 @@ class MeasureWorker:
         child.close()
 
     def measure(self, submodel: bytes, target: str, settings: MeasureSettings,
-                timeout_s: float = MEASURE_TIMEOUT_S) -> Cost:
-        return self.measure_points(submodel, target, settings, [{}], timeout_s)[0]
+                timeout_s: float = MEASURE_TIMEOUT_S, *, device: str | None = None) -> Cost:
+        return self.measure_points(submodel, target, settings, [{}], timeout_s,
+                                   device=device)[0]
 
     def measure_points(self, submodel: bytes, target: str, settings: MeasureSettings,
                        points: Sequence[Mapping[str, Sequence[int]]],
-                       timeout_s: float = MEASURE_TIMEOUT_S) -> list[Cost]:
-        """One compile, a cost per point (its inputs' shapes); the timeout covers them all."""
+                       timeout_s: float = MEASURE_TIMEOUT_S, *, device: str | None = None
+                       ) -> list[Cost]:
+        """One compile (for the device target `device`, as the backend target and the
+        current device target while it compiles), a cost per point (its inputs' shapes);
+        the timeout covers them all."""
         shapes = [{n: [int(d) for d in s] for n, s in p.items()} for p in points]
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._start()
             try:
-                self._conn.send((submodel, target, asdict(settings), shapes))
+                self._conn.send((submodel, target, asdict(settings), shapes, device))
                 if self._conn.poll(timeout_s * len(points)):
                     return [Cost(*c) for c in self._conn.recv()]
             except (EOFError, OSError):
@@ -120,9 +124,10 @@ def _serve(conn: Any) -> None:
         request = conn.recv()
         if request is None:
             return
-        submodel, target, settings, points = request
+        submodel, target, settings, points, device = request
         costs = measure_points(onnx.load_from_string(submodel), Target(target),
-                               MeasureSettings(**settings), points)
+                               MeasureSettings(**settings), points,
+                               device=None if device is None else Target(device))
         conn.send([(c.ms, c.spread, c.samples, c.invalid) for c in costs])
 
 

@@ -49,19 +49,22 @@ class PointMeasurer(Measurer, Protocol):
 
 
 def measure_submodel(submodel: onnx.ModelProto, target: Target,
-                     settings: MeasureSettings | None = None) -> Cost:
-    return measure_points(submodel, target, settings, [{}])[0]
+                     settings: MeasureSettings | None = None, *,
+                     device: Target | None = None) -> Cost:
+    return measure_points(submodel, target, settings, [{}], device=device)[0]
 
 
 def measure_points(submodel: onnx.ModelProto, target: Target,
                    settings: MeasureSettings | None,
-                   points: Sequence[Mapping[str, Sequence[int]]]) -> list[Cost]:
-    """The submodel compiled once and timed at each point (its inputs' shapes there, for a
-    submodel with symbolic dimensions; `{}` for its own static shapes): one cost per point,
-    all failed when it does not compile."""
+                   points: Sequence[Mapping[str, Sequence[int]]], *,
+                   device: Target | None = None) -> list[Cost]:
+    """The submodel compiled once for `device` (None: the plain device kind) and timed at
+    each point (its inputs' shapes there, for a submodel with symbolic dimensions; `{}` for
+    its own static shapes): one cost per point, all failed when it does not compile."""
     settings = settings or MeasureSettings()
     try:
-        compiled = backends.get(target.kind.name).compile(submodel, target, check=False)
+        compiled = backends.get(target.kind.name).compile(submodel, target, check=False,
+                                                          device=device)
     except TesseraError as err:
         return [Cost.failed(first_line(err))] * len(points)
     except Exception as err:  # a backend's own failure must not end the compile

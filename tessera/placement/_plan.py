@@ -22,11 +22,24 @@ class Partition:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     cost_ms: float | None = None  # measured latency of this partition alone, when known
+    # the device target it runs on (PlanDevices, `assign_devices`): the config's least
+    # specialised one for the backend's device, or the one placement chose; None until then
+    device: Target | None = None
 
     def __post_init__(self) -> None:
         given: object = self.target
         if not isinstance(given, Target):  # a string or dict form: parsed once, here
             object.__setattr__(self, "target", Target(given))  # type: ignore[arg-type]
+        device: object = self.device
+        if device is not None and not isinstance(device, Target):
+            object.__setattr__(self, "device", Target(device))  # type: ignore[arg-type]
+        where = self.device
+        if where is not None and (where.is_external_codegen or where.kind.is_composite
+                                  or where.device_type != self.target.device_type):
+            raise PartitionError(
+                f"a partition of {str(self.target)!r} cannot run on {str(where)!r}: its device "
+                f"target must be a {self.target.device_type} device target such as "
+                f"{self.target.device_type!r}")
 
     @property
     def kind(self) -> str:
@@ -35,7 +48,8 @@ class Partition:
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": str(self.target), "nodes": list(self.nodes), "inputs": list(self.inputs),
-                "outputs": list(self.outputs), "cost_ms": self.cost_ms}
+                "outputs": list(self.outputs), "cost_ms": self.cost_ms,
+                "device": None if self.device is None else str(self.device)}
 
 
 @dataclass(frozen=True)
@@ -92,8 +106,8 @@ class Plan:
         try:
             data = json.loads(text)
             parts = tuple(Partition(p["target"], tuple(p["nodes"]), tuple(p["inputs"]),
-                                    tuple(p["outputs"]), p.get("cost_ms"))
-                          for p in data["partitions"])
+                                    tuple(p["outputs"]), p.get("cost_ms"), p.get("device"))
+                          for p in data["partitions"])  # plans saved before devices: None
             return cls(parts, data["partitioner"], dict(data.get("reasons", {})),
                        dict(data.get("decisions", {})),
                        SearchStats.create(data.get("stats", {})))
@@ -106,18 +120,22 @@ class Plan:
                  + (f", {total:.3f} ms measured" if total is not None else "")]
         for i, p in enumerate(self.partitions):
             cost = f", {p.cost_ms:.3f} ms" if p.cost_ms is not None else ""
-            lines.append(f"  [{i}] {p.target}: {len(p.nodes)} node(s){cost} "
+            on = f" on {p.device}" if p.device is not None else ""
+            lines.append(f"  [{i}] {p.target}{on}: {len(p.nodes)} node(s){cost} "
                          f"({', '.join(p.nodes[:3])}{', ...' if len(p.nodes) > 3 else ''})")
         return "\n".join(lines)
 
 
 def make_partitions(flow: DataflowGraph,
-                    groups: Sequence[tuple[NodeSet, Target | str, float | None]]
+                    groups: Sequence[tuple[NodeSet, Target | str, float | None]],
+                    devices: Sequence[Target | None] | None = None
                     ) -> tuple[Partition, ...]:
-    """Partitions from (node set, target, cost) in execution order."""
+    """Partitions from (node set, target, cost) in execution order; `devices`, where
+    placement chose a device target for a group (None: `assign_devices` decides)."""
+    chosen = list(devices) if devices is not None else [None] * len(groups)
     parts = []
-    for mask, target, cost in groups:
+    for (mask, target, cost), device in zip(groups, chosen, strict=True):
         inputs, outputs = flow.boundary(mask)
         parts.append(Partition(Target(target), tuple(flow.names[i] for i in members(mask)),
-                               tuple(inputs), tuple(outputs), cost))
+                               tuple(inputs), tuple(outputs), cost, device))
     return tuple(parts)

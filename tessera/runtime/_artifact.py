@@ -68,6 +68,7 @@ def save(compiled: CompiledModel, path: Path) -> Path:
         entries[name] = _externalize(submodel, tensors)
         backend = backends.get(built.backend)
         record: dict[str, Any] = {"target": str(part.target), "built_as": str(built.target),
+                                  "device": None if part.device is None else str(part.device),
                                   "submodel": name, "cache": None, "cache_format": None}
         try:
             cache = backend.export_cache(built)

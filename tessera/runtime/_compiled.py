@@ -18,6 +18,7 @@ from tessera.config import EXECUTORS, RUNTIMES, CompilationConfig
 from tessera.errors import CompileError, ConfigError, InputError
 from tessera.ir import Model, Samples, SampleSource, extract_submodel, load_model
 from tessera.placement import FALLBACK, Built, PinSpec, Plan, Progress, place
+from tessera.placement._devices import assign_devices
 from tessera.runtime._accuracy import with_accuracy
 from tessera.runtime._artifact import save
 from tessera.runtime._calibration import Activations
@@ -227,6 +228,7 @@ class RuntimeBuilder:
 
     def build(self, model: Model, config: CompilationConfig, plan: Plan,
               samples: Samples | None = None) -> Built:
+        plan = assign_devices(plan, config)  # a rival plan of the race has none yet
         policy = policy_for(config, plan)
         samples = samples if samples is not None else self.samples
         activations = None
@@ -249,14 +251,16 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
                      activations: Activations | None = None,
                      memo: dict[tuple[str, tuple[str, ...]], Compiled] | None = None
                      ) -> tuple[list[Compiled | None], dict[int, str]]:
-    """Each partition compiled under the plan's thread policy (through the warm cache of
-    compiled partitions with `warm`; None where it failed), and why the failed ones failed.
-    A partition whose target quantizes with calibration data gets it from `activations`.
-    The reference's own failure is raised: nothing can stand in for it."""
+    """Each partition compiled under the plan's thread policy for its device target (through
+    the warm cache of compiled partitions with `warm`; None where it failed), and why the
+    failed ones failed. While a backend compiles, its target and the partition's device
+    target are current (`Target.current()`, `Target.current_device()`). A partition whose
+    target quantizes with calibration data gets it from `activations`. The reference's own
+    failure is raised: nothing can stand in for it."""
     parts: list[Compiled | None] = []
     failures: dict[int, str] = {}
     for i, part in enumerate(plan.partitions):
-        target = policy.apply(part.target)
+        target = policy.apply(part.target, part.device)
         key = (str(target), part.nodes)
         if memo is not None and key in memo:
             parts.append(memo[key])
@@ -268,9 +272,10 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
             if activations is not None and backend.calibrated(target) else None
         try:
             compiled = (compile_partition(model, mask, submodel, target,
-                                          calibration=calibration) if warm else
+                                          calibration=calibration, device=part.device)
+                        if warm else
                         backend.compile(submodel, target, check=False,
-                                        calibration=calibration))
+                                        calibration=calibration, device=part.device))
         except CompileError as err:
             if part.kind == FALLBACK.kind.name:
                 raise

@@ -13,11 +13,11 @@ from tessera.backends import Compiled
 from tessera.backends._threads import ThreadPolicy, core_budget
 from tessera.errors import ArtifactError, TesseraError
 from tessera.ir import Model, extract_submodel, load_model
-from tessera.placement import replace_lost
+from tessera.placement import Partition, replace_lost
 from tessera.placement._costdb import machine
+from tessera.placement._devices import assign_devices
 from tessera.runtime._artifact import Artifact, FallbackWarning, read
 from tessera.runtime._compiled import CompiledModel, assemble
-from tessera.target import Target
 
 
 def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> CompiledModel:
@@ -30,6 +30,7 @@ def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> Compi
     # symbolic dimensions stay: the loaded model runs every shape its profile allows
     model = load_model(artifact.model("model.onnx"), require_static=False)
     plan, config = artifact.plan, artifact.config
+    plan = assign_devices(plan, config)  # an artifact saved before device targets has none
     problems = _backend_problems(manifest)
     records = manifest["partitions"]
     if problems:
@@ -39,7 +40,7 @@ def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> Compi
                 f"{artifact.path} cannot be loaded as saved: {detail}. Install the saved "
                 "versions, recompile, or load with allow_fallback=True (CLI: "
                 "--allow-fallback) to re-place those partitions")
-        plan = replace_lost(model, config, plan, sorted(problems))
+        plan = assign_devices(replace_lost(model, config, plan, sorted(problems)), config)
         warnings.warn(f"{artifact.path}: {detail}; re-placed those partitions without them",
                       FallbackWarning, stacklevel=2)
         records = [None] * len(plan.partitions)
@@ -47,22 +48,23 @@ def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> Compi
     if len(plan.partitions) != len(manifest["partitions"]):
         policy = ThreadPolicy.for_partitions(len(plan.partitions), config.options.threads)
     same_machine = manifest.get("machine") == machine()
-    built = [_build(artifact, model, part.target, part.nodes, record, same_machine, policy)
+    built = [_build(artifact, model, part, record, same_machine, policy)
              for part, record in zip(plan.partitions, records, strict=True)]
     compiled = assemble(model, config, plan, [b for b, _ in built], policy)
     compiled.sources = [how for _, how in built]
     return compiled
 
 
-def _build(artifact: Artifact, model: Model, target: Target, nodes: tuple[str, ...],
-           record: dict[str, Any] | None, same_machine: bool, policy: ThreadPolicy
-           ) -> tuple[Compiled, str]:
-    """The partition built, and from what: 'cache', 'submodel' or 're-placed'."""
-    target = policy.apply(target)
+def _build(artifact: Artifact, model: Model, part: Partition, record: dict[str, Any] | None,
+           same_machine: bool, policy: ThreadPolicy) -> tuple[Compiled, str]:
+    """The partition built for its device target, and from what: 'cache', 'submodel' or
+    're-placed'."""
+    device = part.device
+    target = policy.apply(part.target, device)
     backend = backends.get(target.kind.name)
     if record is None:
-        return backend.compile(extract_submodel(model, model.node_set(nodes)), target,
-                               check=False), "re-placed"
+        return backend.compile(extract_submodel(model, model.node_set(part.nodes)), target,
+                               check=False, device=device), "re-placed"
     submodel = artifact.model(record["submodel"])
     cache = record.get("cache")
     if cache and same_machine and record.get("built_as") == str(target):
@@ -70,10 +72,10 @@ def _build(artifact: Artifact, model: Model, target: Target, nodes: tuple[str, .
         if record.get("cache_format") == "onnx":
             data = artifact.model(cache).SerializeToString()
         try:
-            return backend.compile_cached(submodel, target, data), "cache"
+            return backend.compile_cached(submodel, target, data, device=device), "cache"
         except TesseraError:
             pass  # a stale cache is only slower: compile the submodel instead
-    return backend.compile(submodel, target, check=False), "submodel"
+    return backend.compile(submodel, target, check=False, device=device), "submodel"
 
 
 def _backend_problems(manifest: dict[str, Any]) -> dict[str, str]:

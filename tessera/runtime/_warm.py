@@ -38,41 +38,50 @@ _DEFAULT_LIMIT_MB = 4096
 
 
 def compile_partition(model: Model, mask: NodeSet, submodel: onnx.ModelProto,
-                      target: Target, *, calibration: Calibration | None = None) -> Compiled:
-    """The partition `mask` of `model` (extracted as `submodel`) compiled on `target`,
-    through the warm cache where its backend has one. `calibration`: sample inputs of
-    `submodel`, for a target that quantizes with them."""
+                      target: Target, *, calibration: Calibration | None = None,
+                      device: Target | None = None) -> Compiled:
+    """The partition `mask` of `model` (extracted as `submodel`) compiled on `target` for
+    the device target `device`, through the warm cache where its backend has one. The key
+    is `target` as given, so the caller specialises it for the device first
+    (`ThreadPolicy.apply`). `calibration`: sample inputs of `submodel`, for a target that
+    quantizes with them."""
     backend = backends.get(target.kind.name)
+    target = backend.for_device(target, device)  # already so where the caller did it
     if not backend.warm_cache:
-        return backend.compile(submodel, target, check=False, calibration=calibration)
+        return backend.compile(submodel, target, check=False, calibration=calibration,
+                               device=device)
     try:
         root = cache_dir("compiled")
     except OSError:  # no cache directory to write: compile without one
-        return backend.compile(submodel, target, check=False, calibration=calibration)
+        return backend.compile(submodel, target, check=False, calibration=calibration,
+                               device=device)
     key = partition_key(model, mask, target, calibration)
     entry = root / key
     if (entry / _DONE).is_file():
         try:
-            compiled = backend.compile_warm(submodel, target, entry, reuse=True, check=False)
+            compiled = backend.compile_warm(submodel, target, entry, reuse=True, check=False,
+                                            device=device)
         except CompileError:  # damaged, or written by another build: compile it afresh
             shutil.rmtree(entry, ignore_errors=True)
         else:
             _touch(entry / _DONE)
             return compiled
     try:
-        return _compile_and_publish(backend, submodel, target, root, key, calibration)
+        return _compile_and_publish(backend, submodel, target, root, key, calibration, device)
     except (CompileError, OSError):
         # the cache's own writes may be what failed (a full disk): never blame the backend
         # for them; a compile that fails without the cache is the real error
-        return backend.compile(submodel, target, check=False, calibration=calibration)
+        return backend.compile(submodel, target, check=False, calibration=calibration,
+                               device=device)
 
 
 def _compile_and_publish(backend: Backend, submodel: onnx.ModelProto, target: Target,
-                         root: Path, key: str, calibration: Calibration | None) -> Compiled:
+                         root: Path, key: str, calibration: Calibration | None,
+                         device: Target | None) -> Compiled:
     fresh = Path(tempfile.mkdtemp(prefix=f".{key}.{os.getpid()}.", dir=root))
     try:
         compiled = backend.compile_warm(submodel, target, fresh, reuse=False, check=False,
-                                        calibration=calibration)
+                                        calibration=calibration, device=device)
         (fresh / _DONE).write_text(json.dumps({"target": str(target),
                                                "nodes": len(submodel.graph.node)}))
         try:
@@ -92,8 +101,11 @@ def partition_key(model: Model, mask: NodeSet, target: Target,
     backend = backends.get(target.kind.name)
     version = backend.is_available().version
     inputs, outputs = flow.boundary(mask)
-    # ONNX Runtime's optimized models hold layout choices for this CPU
-    payload = [__version__, machine(), str(target), version, model.content_digest,
+    # ONNX Runtime's optimized models hold layout choices for this CPU. What an entry holds is
+    # compiled code or a converted model, never a runtime setting (a session's threads, a
+    # device's -num-cores): those are applied when the entry is loaded, so the key is the
+    # target's code key and a partition on one core reuses the entry of the same on many
+    payload = [__version__, machine(), target.codegen_key(), version, model.content_digest,
                model.structural_hash(mask), [flow.names[i] for i in members(mask)],
                list(inputs), list(outputs)]
     if backend.calibrated(target):  # a static int8 form is fixed by its calibration data

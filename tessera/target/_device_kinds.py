@@ -42,7 +42,8 @@ CPU = register_kind(
         AttrSpec("mcpu", AttrType.STR, doc="CPU model, e.g. skylake or cortex-a72"),
         AttrSpec("mattr", AttrType.STR_LIST, doc="CPU features, e.g. +avx2,+fma"),
         AttrSpec("mtriple", AttrType.STR, doc="LLVM target triple, e.g. x86_64-linux-gnu"),
-        AttrSpec("num-cores", AttrType.INT, doc="number of cores code may use", minimum=1),
+        AttrSpec("num-cores", AttrType.INT, doc="number of cores code may use: caps every "
+                 "backend's threads", minimum=1, runtime=True),
     ),
 )
 

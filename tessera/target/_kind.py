@@ -34,14 +34,18 @@ class AttrType(enum.Enum):
 
 @dataclass(frozen=True)
 class AttrSpec:
-    """One attribute of a kind. `tuning` says whether it can change generated code and so
-    belongs to the tuning key; deployment-only options stay out of it."""
+    """One attribute of a kind. `tuning` says whether it can change generated code or how
+    that code runs, and so belongs to the tuning key (what a measured cost is kept under);
+    deployment-only options stay out of it. `runtime` marks a tuning attribute that changes
+    only how the code runs (threads, streams, spinning), never the code itself: it stays out
+    of the code key (`Target.codegen_key`), under which compiled partitions are kept."""
 
     name: str
     type: AttrType
     default: Any = None
     doc: str = ""
     tuning: bool = True
+    runtime: bool = False
     choices: tuple[str, ...] | None = None
     minimum: int | None = None
     # Returns an error text for a bad (already typed) value, or None when it is fine.

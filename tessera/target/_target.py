@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, ClassVar, Protocol, TypeAlias, runtime_checkable
@@ -140,6 +141,16 @@ class Target:
         payload = json.dumps(_tuning_payload(self), sort_keys=True, separators=(",", ":"))
         return f"{self.kind.name}:{hashlib.sha256(payload.encode()).hexdigest()[:16]}"
 
+    def codegen_key(self) -> str:
+        """A stable digest of what can change the generated code itself: the tuning key's
+        attributes less the runtime settings (`AttrSpec.runtime`: threads, streams, ...),
+        which change how the code runs and what it costs, never the code. So a cpu device's
+        `-num-cores`, which becomes each backend's `num-threads`, changes tuning keys (the
+        costs) but no code key (what is compiled and kept)."""
+        payload = json.dumps(_tuning_payload(self, code_only=True), sort_keys=True,
+                             separators=(",", ":"))
+        return f"{self.kind.name}:{hashlib.sha256(payload.encode()).hexdigest()[:16]}"
+
     # -- functional updates --------------------------------------------------------------
     def with_host(self, host: TargetLike | None) -> Target:
         return Target._make(
@@ -184,7 +195,7 @@ class Target:
 
     # -- context -------------------------------------------------------------------------
     def __enter__(self) -> Target:
-        _stack().append(self)
+        _stack().append((self, self if _is_device(self) else None))
         return self
 
     def __exit__(
@@ -195,15 +206,57 @@ class Target:
     ) -> None:
         _stack().pop()
 
+    @contextlib.contextmanager
+    def scope(self, device: TargetLike | None = None) -> Iterator[Target]:
+        """``with backend.scope(device=...):`` makes this the current target and `device`
+        (a device target of the same device type) the current device target, as while a
+        backend compiles a partition placed on that device."""
+        chosen = None if device is None else _coerce_target(device)
+        if chosen is not None:
+            _check_device_for(self, chosen)
+        elif _is_device(self):
+            chosen = self
+        _stack().append((self, chosen))
+        try:
+            yield self
+        finally:
+            _stack().pop()
+
     @classmethod
     def current(cls, allow_none: bool = True) -> Target | None:
         """The innermost target entered with ``with target:`` in this thread."""
         stack = _stack()
         if stack:
-            return stack[-1]
+            return stack[-1][0]
         if not allow_none:
             raise TargetError("no current target: enter one with `with Target(...):`")
         return None
+
+    @classmethod
+    def current_device(cls, allow_none: bool = True) -> Target | None:
+        """The innermost device target in effect in this thread: the `device` of
+        ``target.scope(device=...)``, or a device target entered with ``with``."""
+        for _, device in reversed(_stack()):
+            if device is not None:
+                return device
+        if not allow_none:
+            raise TargetError("no current device target: enter one with "
+                              "`with backend_target.scope(device=Target('cpu')):`")
+        return None
+
+
+def _is_device(target: Target) -> bool:
+    return not target.is_external_codegen and not target.kind.is_composite
+
+
+def _check_device_for(target: Target, device: Target) -> None:
+    if not _is_device(device):
+        raise TargetError(f"{str(device)!r} is not a device target; a scope's device is a "
+                          "target such as 'cpu -num-cores=4' or 'cuda -arch=sm_80'")
+    if target.kind.is_composite or device.device_type != target.device_type:
+        raise TargetError(f"{str(target)!r} runs on device {target.device_type!r}, so it "
+                          f"cannot compile for the device target {str(device)!r}; give a "
+                          f"{target.device_type} device target")
 
 
 def _init_fields(
@@ -217,11 +270,12 @@ def _init_fields(
     object.__setattr__(target, "_attrs_view", MappingProxyType(dict(ordered)))
 
 
-def _stack() -> list[Target]:
+def _stack() -> list[tuple[Target, Target | None]]:
+    """This thread's entered targets, innermost last, each with its device target."""
     local = Target._context
     if not hasattr(local, "stack"):
         local.stack = []
-    stack: list[Target] = local.stack
+    stack: list[tuple[Target, Target | None]] = local.stack
     return stack
 
 
@@ -510,16 +564,16 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def _tuning_payload(target: Target) -> dict[str, Any]:
+def _tuning_payload(target: Target, *, code_only: bool = False) -> dict[str, Any]:
     schema = target.kind.schema
     attrs: dict[str, Any] = {}
     for name, value in target.attr_items:
-        if not schema[name].tuning:
+        if not schema[name].tuning or (code_only and schema[name].runtime):
             continue
         if isinstance(value, Target):
-            attrs[name] = _tuning_payload(value)
+            attrs[name] = _tuning_payload(value, code_only=code_only)
         elif isinstance(value, tuple) and value and isinstance(value[0], Target):
-            attrs[name] = [_tuning_payload(v) for v in value]
+            attrs[name] = [_tuning_payload(v, code_only=code_only) for v in value]
         else:
             attrs[name] = _json_value(value)
     return {"kind": target.kind.name, "attrs": attrs}

@@ -172,3 +172,16 @@ def test_compile_and_explain_pick_a_named_executor(tmp_path: Path) -> None:
 def test_explain_bad_pin_is_one_line(tmp_path: Path) -> None:
     code, _, err = run("explain", _mlp(tmp_path), "-t", "onnxruntime", "--pin", "nope")
     assert code == 2 and err.count("\n") == 1 and "--pin expects NAME=VALUE" in err
+
+
+def test_explain_shows_each_partitions_device_target_and_what_it_cannot_honour(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "costs.sqlite"))
+    code, out, err = run("explain", _mlp(tmp_path), "-t",
+                         "torch,onnxruntime,cpu -mcpu=skylake -mattr=+avx2 -num-cores=1",
+                         "-O", "partitioner=greedy", "--pin", "/Softmax=onnxruntime")
+    assert code == 0, err
+    check_golden("explain_mlp_devices.txt", out)
+    assert out.count("    device: cpu -mcpu=skylake -mattr=+avx2 -num-cores=1\n") == 2
+    assert ("    device note: -mcpu=skylake -mattr=+avx2: not honoured by onnxruntime: its "
+            "kernels are prebuilt and choose their instructions on the CPU they run on\n") in out

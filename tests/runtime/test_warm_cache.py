@@ -15,6 +15,7 @@ import tessera
 from tessera import backends
 from tessera.ir import load_model
 from tessera.runtime import _warm
+from tessera.target import Target
 
 from ..ir.models import mlp
 
@@ -207,3 +208,25 @@ def test_weights_that_are_also_inputs_survive_the_reload(cache: Path,
     assert (entry / "model.onnx").is_file() and not (entry / "optimized.onnx").exists()
     for result in results:
         np.testing.assert_allclose(result, _expected(mlp()), rtol=1e-5, atol=1e-6)
+
+
+
+@pytest.mark.parametrize("backend", ["openvino", "onnxruntime"])
+def test_a_partition_on_one_core_reuses_the_entry_of_the_same_on_many(
+        cache: Path, backend: str) -> None:
+    """An entry holds compiled code or a converted model, never a runtime setting: it is
+    kept under the target's code key, so a device's `-num-cores` (the backend's threads)
+    reuses it, and the threads are applied as the entry is loaded."""
+    _needs(backend)
+    tessera.compile(mlp(), backend)
+    written = _files(cache)
+    one = tessera.compile(mlp(), f"{backend},cpu -num-cores=1")
+    assert _files(cache) == written  # the same entry, reloaded
+    assert one.parts[0].target.attrs["num-threads"] in (1, 0)  # 0: a one-core machine
+    np.testing.assert_allclose(one.run(_FEEDS)["y"], _expected(mlp()), rtol=1e-5, atol=1e-6)
+    model = load_model(mlp())
+    mask = model.node_set(model.dataflow.names)
+    key = _warm.partition_key(model, mask, Target(backend))
+    assert _warm.partition_key(model, mask, Target(f"{backend} -num-threads=1")) == key
+    other = "opt-level=basic" if backend == "onnxruntime" else "precision=f16"
+    assert _warm.partition_key(model, mask, Target(f"{backend} -{other}")) != key

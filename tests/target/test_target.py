@@ -114,6 +114,44 @@ def test_context_is_nested_and_thread_local() -> None:
     assert seen == [None]
 
 
+def test_a_scope_sets_the_backend_target_and_its_device_target() -> None:
+    ort, device = Target("onnxruntime"), Target("cpu -mcpu=skylake -num-cores=2")
+    assert Target.current_device() is None
+    with pytest.raises(TargetError, match="no current device target"):
+        Target.current_device(allow_none=False)
+    with ort.scope(device="cpu -mcpu=skylake -num-cores=2") as entered:
+        assert entered is ort and Target.current() == ort
+        assert Target.current_device() == device
+        with Target("openvino"):  # a backend entered alone keeps the device in effect
+            assert Target.current() == Target("openvino")
+            assert Target.current_device() == device
+        with Target("cpu"):  # a device target entered alone is the device
+            assert Target.current_device() == Target("cpu")
+        seen: list[object] = []
+        worker = threading.Thread(target=lambda: seen.append(Target.current_device()))
+        worker.start()
+        worker.join()
+        assert seen == [None]
+    assert Target.current() is None and Target.current_device() is None
+    with Target("onnxruntime").scope():
+        assert Target.current_device() is None
+    with Target("cpu -num-cores=1").scope():
+        assert Target.current_device() == Target("cpu -num-cores=1")
+
+
+def test_a_scope_refuses_a_device_that_does_not_fit() -> None:
+    with pytest.raises(TargetError, match="not a device target"), \
+            Target("onnxruntime").scope(device="openvino"):
+        pass
+    with pytest.raises(TargetError, match=r"runs on device .cpu.*give a cpu device target"), \
+            Target("openvino").scope(device="cuda -arch=sm_80"):
+        pass
+    with pytest.raises(TargetError, match="unknown option '-arch'"), \
+            Target("openvino").scope(device="cpu -arch=sm_80"):
+        pass
+    assert Target.current() is None  # nothing was left entered
+
+
 def test_external_codegen_relations() -> None:
     ov, cpu, cuda = Target("openvino"), Target("cpu -mcpu=skylake"), Target("cuda -arch=sm_80")
     assert ov.is_external_codegen and not cpu.is_external_codegen
