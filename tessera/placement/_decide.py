@@ -70,7 +70,7 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
     numeric guard (when the config asks for it) before it is returned, and, with `samples`
     and the config's accuracy budget, its precision variants are searched
     (`_precision.py`)."""
-    resolved = resolve_pins(model.dataflow, pins)
+    resolved = resolve_pins(model.dataflow, pins, config)
     points = Points.of(model, config)
     collage = config.partitioner == "collage"
     db = db if db is not None or not collage else CostDB()
