@@ -42,7 +42,7 @@ from tessera.placement._points import Points
 from tessera.placement._precision import not_tried, search_precision
 from tessera.placement._race import SEARCHED, keep_fastest
 from tessera.placement._stats import PrecisionRecord, SearchStats, ShapesRecord
-from tessera.placement._support import FALLBACK, SupportTable
+from tessera.placement._support import FALLBACK, SupportTable, served_targets
 from tessera.placement._variants import base_target
 from tessera.placement._verify import verify_plan
 from tessera.target import Target
@@ -71,6 +71,7 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
     and the config's accuracy budget, its precision variants are searched
     (`_precision.py`)."""
     resolved = resolve_pins(model.dataflow, pins, config)
+    served_targets(model.dataflow.names, config, resolved)  # before any remembered plan
     points = Points.of(model, config)
     collage = config.partitioner == "collage"
     db = db if db is not None or not collage else CostDB()

@@ -77,15 +77,11 @@ class SupportTable:
               pins: Mapping[int, Target] | None = None) -> SupportTable:
         flow = model.dataflow
         types, constants = flow.value_types, flow.constants
-        targets = candidate_targets(config)
         fallback = config.options.fallback
         devices = pinned_devices(pins or {})
         pinned = {i: t for i, t in (pins or {}).items() if i not in devices}
-        everyone = list(dict.fromkeys([*targets, *(available(t) for t in pinned.values())]))
+        everyone = served_targets(flow.names, config, pins or {})
         cpu_fallback = fallback and FALLBACK.device_type in config.devices
-        if cpu_fallback and FALLBACK not in everyone:
-            everyone.append(FALLBACK)
-        _check_served(flow.names, config, everyone, devices)
         answers: dict[tuple[int, str], tuple[bool, str]] = {}
 
         def ask(i: int, target: Target) -> tuple[bool, str]:
@@ -133,10 +129,26 @@ class SupportTable:
         return cls(tuple(everyone), tuple(allowed), reasons, pinned, devices)
 
 
+def served_targets(names: list[str], config: CompilationConfig,
+                   pins: Mapping[int, Target]) -> list[Target]:
+    """The targets that may run nodes, in priority order: the config's backends, the
+    backends pins name, and the reference for a config with a cpu device (with fallback).
+    Each is available here on its device, and every device the config names or a pin asks
+    for (`names`: the nodes, for the error) is served by one of them: what no backend here
+    serves is an error, never moved to another device."""
+    devices = pinned_devices(pins)
+    backend_pins = [t for i, t in pins.items() if i not in devices]
+    everyone = list(dict.fromkeys([*candidate_targets(config),
+                                   *(available(t) for t in backend_pins)]))
+    if config.options.fallback and FALLBACK.device_type in config.devices \
+            and FALLBACK not in everyone:
+        everyone.append(FALLBACK)
+    _check_served(names, config, everyone, devices)
+    return everyone
+
+
 def _check_served(names: list[str], config: CompilationConfig, everyone: list[Target],
                   devices: Mapping[int, Target]) -> None:
-    """Every device the config names or a pin asks for has a backend here: what no backend
-    serves is an error, never moved to another device."""
     served = {t.device_type for t in everyone}
     wanted = dict.fromkeys([*config.devices, *(t.device_type for t in devices.values())])
     for device in wanted:
