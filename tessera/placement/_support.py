@@ -103,9 +103,12 @@ class SupportTable:
             excluded = (banned or {}).get(name, {})
             why: dict[str, str] = {}
             ok: list[Target] = []
-            offered = [pinned[i]] if i in pinned else [
-                t for t in everyone if t.device_type == devices[i].device_type
-            ] if i in devices else everyone
+            if i in pinned:
+                offered = [pinned[i]]
+            elif i in devices:  # any backend of the device the pin asks for
+                offered = [t for t in everyone if t.device_type == devices[i].device_type]
+            else:
+                offered = everyone
             for target in offered:
                 if str(target) in excluded:
                     why[str(target)] = excluded[str(target)]
