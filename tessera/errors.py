@@ -12,6 +12,7 @@ __all__ = [
     "CacheWarning",
     "CompileError",
     "ConfigError",
+    "DeviceUnavailableError",
     "ExecutionError",
     "InputError",
     "ModelError",
@@ -47,6 +48,12 @@ class ModelError(TesseraError, ValueError):
 
 class BackendUnavailableError(TesseraError, RuntimeError):
     """A backend's library is not installed; the message names the pip extra."""
+
+
+class DeviceUnavailableError(BackendUnavailableError):
+    """A device the config (or a pin) asks for has no backend on this machine to serve it;
+    the message names the device, the nodes that needed it, and what would serve it. The
+    config itself stays valid: it may describe another machine."""
 
 
 class CompileError(TesseraError, RuntimeError):

@@ -143,6 +143,12 @@ class Backend:
     def is_available(self) -> Availability:
         return self.kind.is_available()
 
+    def device_available(self, target: Target) -> Availability:
+        """Whether this machine runs `target`'s device through this backend: the device
+        itself (a CUDA driver), and a backend whose build serves it (override). Placement
+        refuses a device nothing here serves rather than move its nodes to another."""
+        return kind_for_device(target.device_type).is_available()
+
     def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
                  constants: Constants | None = None, *, target: Target | None = None
                  ) -> Support:

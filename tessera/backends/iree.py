@@ -17,7 +17,7 @@ from tessera.backends._protocol import BACKENDS, Compiled
 from tessera.backends._threads import threads_attr
 from tessera.errors import BackendUnavailableError, CompileError
 from tessera.ir import _dtypes as dtypes
-from tessera.target import AttrSpec, AttrType, Target, register_kind
+from tessera.target import AttrSpec, AttrType, Availability, Target, register_kind
 
 if TYPE_CHECKING:
     import numpy as np
@@ -140,6 +140,15 @@ class IreeBackend(ProbedBackend):
                                      "mtriple": "mtriple"})
     _probe = staticmethod(_probe)
     deviations = DEVIATIONS
+
+    def device_available(self, target: Target) -> Availability:
+        found = super().device_available(target)
+        if not found.ok or target.device_type == "cpu":
+            return found
+        import iree.runtime as runtime
+
+        return found if "cuda" in runtime.query_available_drivers() else Availability(
+            False, "the IREE runtime here has no cuda driver")
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         import iree.compiler as compiler

@@ -22,7 +22,7 @@ from tessera.backends._schema import input_type_strings, schema_for
 from tessera.backends._threads import core_budget, threads_attr
 from tessera.errors import BackendUnavailableError, CompileError
 from tessera.ir import _dtypes as dtypes
-from tessera.target import AttrSpec, AttrType, Target, register_kind
+from tessera.target import AttrSpec, AttrType, Availability, Target, register_kind
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -154,6 +154,18 @@ class OnnxRuntimeBackend(Backend):
                 return Support(True, f"ONNX Runtime {provider} kernel {node.op_type}-{since}")
         wanted = ", ".join(sorted(set(known.values())))
         return Support(False, f"ONNX Runtime has no {node.op_type}-{since} kernel for {wanted}")
+
+    def device_available(self, target: Target) -> Availability:
+        found = super().device_available(target)
+        provider = _PROVIDERS[target.device_type]
+        if not found.ok or target.device_type == "cpu":
+            return found
+        import onnxruntime as ort
+
+        if provider in ort.get_available_providers():
+            return found
+        return Availability(False, f"ONNX Runtime here has no {provider}; install "
+                                   "onnxruntime-gpu (in place of onnxruntime)")
 
     def prepare(self, submodel: onnx.ModelProto, target: Target,
                 calibration: Calibration | None) -> onnx.ModelProto:

@@ -12,7 +12,7 @@ from tessera.backends._protocol import BACKENDS, Backend, Compiled, Constants, S
 from tessera.backends._schema import schema_for
 from tessera.backends._threads import threads_attr
 from tessera.errors import BackendUnavailableError
-from tessera.target import AttrSpec, AttrType, Target, register_kind
+from tessera.target import AttrSpec, AttrType, Availability, Target, register_kind
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,6 +86,17 @@ class TorchBackend(Backend):
             if reason:
                 return Support(False, f"the torch converter's {node.op_type}: {reason}")
         return Support(True, f"the torch converter maps {node.op_type}-{schema.since_version}")
+
+    def device_available(self, target: Target) -> Availability:
+        found = super().device_available(target)
+        if not found.ok or target.device_type == "cpu":
+            return found
+        import torch
+
+        if torch.cuda.is_available():
+            return found
+        return Availability(False, f"torch {torch.__version__} here has no CUDA device; "
+                                   "install a CUDA build of torch")
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         import torch

@@ -14,7 +14,7 @@ from tessera.backends._protocol import BACKENDS, Compiled, Constants, Support, V
 from tessera.backends._threads import threads_attr
 from tessera.errors import BackendUnavailableError
 from tessera.ir import _dtypes as dtypes
-from tessera.target import AttrSpec, AttrType, Target, register_kind
+from tessera.target import AttrSpec, AttrType, Availability, Target, register_kind
 
 if TYPE_CHECKING:
     import numpy as np
@@ -114,6 +114,15 @@ class TvmBackend(ProbedBackend):
         if node.op_type not in _converters():
             return Support(False, f"the TVM ONNX frontend has no converter for {node.op_type}")
         return super().supports(node, opset, types, constants, target=target)
+
+    def device_available(self, target: Target) -> Availability:
+        found = super().device_available(target)
+        if not found.ok or target.device_type == "cpu":
+            return found
+        import tvm
+
+        return found if tvm.cuda().exist else Availability(
+            False, "TVM here has no CUDA device (it needs a TVM built with CUDA)")
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         import tvm

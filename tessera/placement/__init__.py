@@ -17,7 +17,13 @@ from tessera.placement._greedy import place_greedy
 from tessera.placement._measure import Measurer, MeasureSettings
 from tessera.placement._measurers import LocalMeasurer
 from tessera.placement._objective import Objective
-from tessera.placement._pins import METADATA_KEY, PinSpec, annotate, resolve_pins
+from tessera.placement._pins import (
+    METADATA_KEY,
+    PinSpec,
+    annotate,
+    pinned_devices,
+    resolve_pins,
+)
 from tessera.placement._plan import Partition, Plan, make_partitions
 from tessera.placement._race import Served, race, race_throughput
 from tessera.placement._search import SearchResult, cheapest_cover
@@ -54,6 +60,7 @@ __all__ = [
     "cheapest_cover",
     "known_plans",
     "make_partitions",
+    "pinned_devices",
     "place",
     "place_collage",
     "place_greedy",

@@ -20,6 +20,7 @@ from tessera.placement._measure import Measurer
 from tessera.placement._measurers import LocalMeasurer
 from tessera.placement._plan import Plan, make_partitions
 from tessera.placement._points import Points
+from tessera.placement._priority import TIE, tie_broken, within_noise
 from tessera.placement._search import SearchBudgetError, cheapest_cover
 from tessera.placement._stats import InvalidCandidate, SearchStats, ShapesRecord
 from tessera.placement._support import FALLBACK, SupportTable
@@ -100,7 +101,11 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     priced_at = {(c.mask, str(c.target)): float(k.ms) for c, k in zip(candidates, costs,
                                                                       strict=True)
                  if k.ok and k.ms is not None}
-    bounded = {name: _plan_cost(plan, index, priced_at) + partition_overhead_ms * len(
+    # ties within noise go to the earlier-listed target: the search never sees the other
+    usable = tie_broken([(c.mask, c.target, float(k.ms or 0.0), (c, k)) for c, k in usable],
+                        table.targets)
+    searchable = {(c.mask, str(c.target)): float(k.ms or 0.0) for c, k in usable}
+    bounded = {name: _plan_cost(plan, index, searchable) + partition_overhead_ms * len(
         plan.partitions) for name, plan in plans.items()}
     bound = min(bounded.values(), default=math.inf)
     start = time.perf_counter()
@@ -297,21 +302,24 @@ def _decisions(model: Model, table: SupportTable, chosen: list[tuple[Candidate, 
     same: dict[NodeSet, list[tuple[str, Cost]]] = {}
     for c, cost in zip(candidates, costs, strict=True):
         same.setdefault(c.mask, []).append((str(c.target), cost))
+    rank = {str(t): r for r, t in enumerate(table.targets)}
     decisions = {}
     for candidate, cost in chosen:
         rivals = [(t, k) for t, k in same.get(candidate.mask, []) if t != str(candidate.target)]
         for i in members(candidate.mask):
             name = flow.names[i]
+            device = f"pinned to {table.devices[i]}; " if i in table.devices else ""
             if i in table.pinned:
                 decisions[name] = f"pinned to {candidate.target}"
             elif len(table.allowed[i]) == 1:
-                decisions[name] = f"only {candidate.target} runs it"
+                decisions[name] = f"{device}only {candidate.target} runs it"
             else:
-                decisions[name] = _compare(str(candidate.target), cost, rivals)
+                decisions[name] = device + _compare(str(candidate.target), cost, rivals, rank)
     return decisions
 
 
-def _compare(target: str, cost: Cost, rivals: list[tuple[str, Cost]]) -> str:
+def _compare(target: str, cost: Cost, rivals: list[tuple[str, Cost]],
+             rank: dict[str, int]) -> str:
     here = f"collage: {target} ({cost.ms:.3f} ms for its partition)"
     valid = [(t, k) for t, k in rivals if k.ok]
     if not valid:
@@ -320,5 +328,9 @@ def _compare(target: str, cost: Cost, rivals: list[tuple[str, Cost]]) -> str:
     delta = float(best.ms or 0.0) - float(cost.ms or 0.0)
     if delta >= 0:
         return here + f"; cheaper than {best_t} by {delta:.3f} ms"
+    if rank.get(target, len(rank)) < rank.get(best_t, len(rank)) and within_noise(
+            float(cost.ms or 0.0), float(best.ms or 0.0)):
+        return here + (f"; {best_t} is {-delta:.3f} ms faster on these nodes alone, within "
+                       f"noise ({TIE:.0%}): the earlier-listed target keeps them")
     return here + (f"; {best_t} is {-delta:.3f} ms faster on these nodes alone, but the "
                    "cover as a whole is cheaper this way")

@@ -25,7 +25,7 @@ from tessera.ir import Model, Samples
 from tessera.placement._builder import Builder, Built
 from tessera.placement._collage import Progress, place_collage
 from tessera.placement._costdb import CostDB
-from tessera.placement._devices import assign_devices, config_devices
+from tessera.placement._devices import assign_devices, config_devices, device_for
 from tessera.placement._greedy import place_greedy
 from tessera.placement._guard import guard_verdicts
 from tessera.placement._measure import Measurer
@@ -37,13 +37,13 @@ from tessera.placement._memory import (
     remember_guard_passed,
     search_key,
 )
-from tessera.placement._pins import PinSpec, resolve_pins
+from tessera.placement._pins import PinSpec, pinned_devices, resolve_pins
 from tessera.placement._plan import Plan
 from tessera.placement._points import Points
 from tessera.placement._precision import not_tried, search_precision
 from tessera.placement._race import SEARCHED, keep_fastest
 from tessera.placement._stats import PrecisionRecord, SearchStats, ShapesRecord
-from tessera.placement._support import FALLBACK, SupportTable
+from tessera.placement._support import FALLBACK, SupportTable, served_targets
 from tessera.placement._variants import base_target
 from tessera.placement._verify import verify_plan
 from tessera.target import Target
@@ -80,11 +80,21 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
     return Placement(plan, replace(placed.built, plan=plan) if placed.built else None)
 
 
+def _requested_devices(model: Model, config: CompilationConfig,
+                       pins: Mapping[int, Target]) -> dict[str, Target]:
+    """Node name -> the device target its pin asks for, where that is not the one its
+    partition would get anyway (the config's least specialised for the device)."""
+    names = model.dataflow.names
+    return {names[i]: t for i, t in sorted(pinned_devices(pins).items())
+            if t != device_for(config, t.device_type)}
+
+
 def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
            builder: Builder | None, build: bool, measurer: Measurer,
            progress: Progress | None, db: CostDB | None, clock: Clock,
            samples: Samples | None) -> Placement:
-    resolved = resolve_pins(model.dataflow, pins)
+    resolved = resolve_pins(model.dataflow, pins, config)
+    served_targets(model.dataflow.names, config, resolved)  # before any remembered plan
     points = Points.of(model, config)
     collage = config.partitioner == "collage"
     db = db if db is not None or not collage else CostDB()
@@ -102,6 +112,9 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
                     points.labels(), tuple(round(w, 4) for w in points.weights),
                     points.defaulted))
         _verified(model, config, plan, resolved, "after placement")
+        requested = _requested_devices(model, config, resolved)
+        if requested:  # nodes pinned to a specialised device target: built for it
+            plan, built = assign_devices(plan, config, requested), None
         if not build or builder is None:  # nothing to build with: the plan alone
             return Placement(plan, built)
         guard = config.options.numeric_guard and plan.stats.numeric_guard != "passed"

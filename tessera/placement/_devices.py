@@ -9,10 +9,11 @@ is that device, else the plain device kind."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from tessera.config import CompilationConfig
-from tessera.errors import ConfigError
+from tessera.errors import ConfigError, PartitionError
 from tessera.placement._plan import Partition, Plan
 from tessera.target import Target, kind_for_device
 
@@ -27,14 +28,29 @@ def device_for(config: CompilationConfig, device_type: str) -> Target:
         return Target(kind_for_device(device_type).name)
 
 
-def assign_devices(plan: Plan, config: CompilationConfig) -> Plan:
-    """`plan` with a device target on every partition; those placement chose are kept."""
-    if all(p.device is not None for p in plan.partitions):
+def assign_devices(plan: Plan, config: CompilationConfig,
+                   requested: Mapping[str, Target] | None = None) -> Plan:
+    """`plan` with a device target on every partition; those placement chose are kept, and a
+    partition holding nodes pinned to a device target (`requested`, node name -> target)
+    runs on that one."""
+    asked = requested or {}
+    if all(p.device is not None for p in plan.partitions) and not asked:
         return plan
-    parts = tuple(p if p.device is not None else
-                  replace(p, device=device_for(config, p.target.device_type))
-                  for p in plan.partitions)
-    return replace(plan, partitions=parts)
+    parts = []
+    for part in plan.partitions:
+        wanted = list(dict.fromkeys(asked[n] for n in part.nodes if n in asked))
+        if len(wanted) > 1:
+            raise PartitionError(
+                f"partition on {part.target} holds nodes pinned to different device targets "
+                f"({', '.join(repr(str(t)) for t in wanted)}); pin them to backends, or to "
+                "one device target")
+        if wanted and wanted[0].device_type == part.target.device_type:
+            parts.append(replace(part, device=wanted[0]))
+        elif part.device is None:
+            parts.append(replace(part, device=device_for(config, part.target.device_type)))
+        else:
+            parts.append(part)
+    return replace(plan, partitions=tuple(parts))
 
 
 def config_devices(config: CompilationConfig) -> tuple[Target, ...]:

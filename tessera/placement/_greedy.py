@@ -1,7 +1,9 @@
 """Greedy placement, with ONNX Runtime's and tvmc's semantics: walk the targets in priority
-order; each claims the maximal regions of unclaimed nodes it supports, as long as the graph of
-partitions stays acyclic. Regions smaller than min_block_size are left to later targets;
-what no one claims goes to the reference fallback."""
+order (the order the config lists them); each claims the maximal regions of unclaimed nodes
+it supports, as long as the graph of partitions stays acyclic. Regions smaller than
+min_block_size are left to later targets; what no one claims goes to the reference fallback
+(CPU nodes only). A node pinned to a device is claimed by the first of that device's backends
+in priority order that runs it."""
 
 from __future__ import annotations
 
@@ -36,9 +38,11 @@ def place_greedy(model: Model, table: SupportTable, min_block_size: int = 1) -> 
                 continue
             for i in members(mask):
                 owner[i] = target
+                device = f"pinned to {table.devices[i]}; " if i in table.devices else ""
                 decisions[flow.names[i]] = (
                     f"pinned to {target}" if i in table.pinned else
-                    f"greedy: {target} is the first target in priority order that runs it"
+                    f"{device}greedy: {target} is the first target in priority order that "
+                    "runs it"
                     + (f" ({decisions[flow.names[i]]})" if flow.names[i] in decisions else ""))
     ordered = [(mask, owner[next(members(mask))], None) for mask in groups.groups_in_order()]
     parts = make_partitions(flow, [(m, t, c) for m, t, c in ordered if t is not None])

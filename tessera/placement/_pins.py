@@ -1,6 +1,10 @@
 """Pins: hard placement constraints, by node name, by a regex over names, or by the node's
 ONNX metadata_props entry `tessera.target`; and `annotate`, which writes a plan into those
-entries so that a placed model can be edited and handed back."""
+entries so that a placed model can be edited and handed back.
+
+A pin names a backend target (`onnxruntime`: exactly that backend), a device target (`cpu`:
+any backend of that device, placement chooses among them), or a named target of the config
+(`dsp-cpu`, or the canonical names such as `cpu-1` or `onnxruntime`)."""
 
 from __future__ import annotations
 
@@ -8,11 +12,13 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tessera import backends
 from tessera._private.registry import did_you_mean
+from tessera.config import CompilationConfig
 from tessera.errors import ConfigError, PartitionError
 from tessera.ir import DataflowGraph, Model
 from tessera.placement._plan import Plan
-from tessera.target import Target
+from tessera.target import KINDS, Target
 
 if TYPE_CHECKING:
     import onnx
@@ -21,18 +27,22 @@ METADATA_KEY = "tessera.target"
 PinSpec = Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None
 
 
-def resolve_pins(flow: DataflowGraph, pins: PinSpec) -> dict[int, Target]:
+def resolve_pins(flow: DataflowGraph, pins: PinSpec,
+                 config: CompilationConfig | None = None) -> dict[int, Target]:
     """Node index -> pinned target. Keys are node names, `re.Pattern`s or 're:<regex>'
-    strings (full match); node metadata pins come first and explicit pins override them."""
+    strings (full match); node metadata pins come first and explicit pins override them.
+    A value is a target, or a string naming a named target of `config` (looked up first), a
+    backend target or a device target; with `config`, a device target must be one of its
+    own (a bare device kind stands for the config's least-specialised target of it)."""
     found: dict[int, Target] = {}
     for i, node in enumerate(flow.nodes):
         for prop in node.metadata_props:
             if prop.key == METADATA_KEY:
-                found[i] = _target(prop.value, f"metadata of node {flow.names[i]!r}")
+                found[i] = _target(prop.value, f"metadata of node {flow.names[i]!r}", config)
     by_name = {name: i for i, name in enumerate(flow.names)}
     explicit: dict[int, tuple[str, Target]] = {}
     for key, value in _pin_items(pins):
-        target = _target(value, f"pin {key!r}")
+        target = _target(value, f"pin {key!r}", config)
         pattern = key if isinstance(key, re.Pattern) else (
             _regex(key) if key.startswith("re:") else None)
         if pattern is not None:
@@ -89,11 +99,60 @@ def _regex(key: str) -> re.Pattern[str]:
                           ) from None
 
 
-def _target(value: Any, where: str) -> Target:
+def pinned_devices(pins: Mapping[int, Target]) -> dict[int, Target]:
+    """Node index -> the device target a pin asks for, where a pin names a device (any
+    backend of it may run the node) rather than a backend: what placement passes on, so the
+    node's partition runs on that device target (a specialised one, such as a named
+    'cpu -mcpu=skylake', included)."""
+    return {i: t for i, t in pins.items() if not t.is_external_codegen}
+
+
+def _target(value: Any, where: str, config: CompilationConfig | None) -> Target:
+    if isinstance(value, str) and config is not None and value.strip() in config.named_targets:
+        return config.named_targets[value.strip()]
     try:
-        return value if isinstance(value, Target) else Target(value)
+        target = value if isinstance(value, Target) else Target(value)
     except Exception as err:
-        raise PartitionError(f"{where}: {value!r} is not a target: {err}") from err
+        raise PartitionError(_not_a_target(value, where, config, err)) from err
+    if target.kind.is_composite:
+        raise PartitionError(f"{where}: {str(target)!r} is a composite target; a pin names one "
+                             f"backend, device target or named target ({_valid(config)})")
+    if target.is_external_codegen or config is None or target in config.targets:
+        return target
+    if target == Target(target.kind.name) and target.device_type in config.devices:
+        return config.target_for_device(target.device_type)  # a bare kind: the config's
+    devices = [str(t) for t in config.targets if not t.is_external_codegen]
+    raise PartitionError(
+        f"{where}: device target {str(target)!r} is not one of the config's device targets "
+        f"({', '.join(devices)}); add it to the targets to pin to it ({_valid(config)})")
+
+
+def _not_a_target(value: Any, where: str, config: CompilationConfig | None,
+                  err: Exception) -> str:
+    """Which kind of name failed, and the valid ones."""
+    text = value.strip() if isinstance(value, str) else ""
+    kind = KINDS.canonical_name(text.split()[0]) if text.split() else None
+    if kind is not None:  # a known kind with a bad option: say which kind of target
+        what = "backend target" if KINDS.get(kind).is_external_codegen else "device target"
+        return f"{where}: {what} {text!r} is not valid: {err}"
+    names = list(dict.fromkeys([*(config.named_targets if config is not None else ()),
+                                *backends.names(), *_device_kinds()]))
+    named = "named target of the config, " if config is not None else ""
+    return (f"{where}: {value!r} names no {named}backend or device target"
+            f"{did_you_mean(text, names) if text else ''} ({_valid(config)})")
+
+
+def _valid(config: CompilationConfig | None) -> str:
+    named = "" if config is None else f"named targets: {', '.join(config.named_targets)}; "
+    devices = _device_kinds() if config is None else [
+        str(t) for t in config.targets if not t.is_external_codegen]
+    return (f"{named}backends: {', '.join(backends.names())}; device targets: "
+            f"{', '.join(devices)}")
+
+
+def _device_kinds() -> list[str]:
+    return [name for name, kind in KINDS.items()
+            if not kind.is_external_codegen and not kind.is_composite]
 
 
 def annotate(model: Model, plan: Plan, only: Iterable[str] | None = None) -> onnx.ModelProto:

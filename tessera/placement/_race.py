@@ -27,7 +27,8 @@ from tessera.placement._memory import latency_key
 from tessera.placement._objective import Objective
 from tessera.placement._plan import Plan
 from tessera.placement._points import Points
-from tessera.placement._settings import with_setting_variants
+from tessera.placement._priority import TIE, within_noise
+from tessera.placement._settings import settings_base, with_setting_variants
 from tessera.placement._stats import Timing
 
 # Two backends often run a whole model within a few percent of each other (BERT-base:
@@ -99,7 +100,8 @@ def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
     measured = {n: t for n, t in timings.items() if isinstance(t, float)}
     if not measured:
         return RaceOutcome(searched, None, SEARCHED, timings, objective, per_second)
-    winner, why = _best(measured, per_second, objective, list(rivals))
+    winner, why = _best(measured, per_second, objective, list(rivals),
+                        {n: _rank(plan, config) for n, plan in rivals.items()})
     chosen = rivals[winner]
     plan = replace(chosen, partitioner="collage", stats=searched.stats.merged(
                        end_to_end_ms=timings, kept=winner, objective=objective,
@@ -181,22 +183,52 @@ def point_shapes(model: Model, points: Points | None) -> PointShapes | None:
 
 
 def _best(latency: Mapping[str, float], per_second: Mapping[str, float],
-          objective: Objective, order: list[str]) -> tuple[str, str]:
+          objective: Objective, order: list[str],
+          ranks: Mapping[str, int | None] | None = None) -> tuple[str, str]:
     """The rival kept, and why, in words. Ties favour the search's plan, then greedy: the
-    order of the rivals."""
-    def lowest(names: list[str]) -> str:
-        return min(names, key=lambda n: (latency[n], order.index(n)))
+    order of the rivals; and between plans running the whole model on one target each, a
+    tie within noise favours the earlier-listed target (`ranks`: each rival's target's place
+    in the config's priority order, None for other plans)."""
+    ranks = ranks or {}
+
+    def earlier(best: str, names: list[str], cost: Mapping[str, float]) -> tuple[str, str]:
+        mine = ranks.get(best)
+        tied = [(rank, order.index(n), n) for n in names
+                if mine is not None and (rank := ranks.get(n)) is not None and rank < mine
+                and within_noise(cost[n], cost[best])]
+        if not tied:
+            return best, ""
+        chosen = min(tied)[2]
+        return chosen, (f", within noise ({TIE:.0%}) of {best}, whose target is listed "
+                        "later")
+
+    def lowest(names: list[str]) -> tuple[str, str]:
+        best = min(names, key=lambda n: (latency[n], order.index(n)))
+        return earlier(best, names, latency)
 
     if not objective.throughput:
         told = "" if objective.single_call_median else f" ({objective})"
-        return lowest(list(latency)), f"faster end to end{told}"
+        kept, tie = lowest(list(latency))
+        return kept, f"faster end to end{told}{tie}"
     budget = objective.latency_budget_ms
     within = [n for n in latency if n in per_second and (budget is None or latency[n] <= budget)]
     if not within:  # none keeps the budget: the one closest to it
-        return lowest(list(latency)), (f"the lowest latency end to end, though over the "
-                                       f"latency budget ({objective})")
+        kept, tie = lowest(list(latency))
+        return kept, (f"the lowest latency end to end, though over the latency budget "
+                      f"({objective}){tie}")
     best = max(within, key=lambda n: (per_second[n], -order.index(n)))
-    return best, f"most inferences per second end to end ({objective})"
+    per_call = {n: 1 / per_second[n] if per_second[n] > 0 else math.inf for n in within}
+    kept, tie = earlier(best, within, per_call)
+    return kept, f"most inferences per second end to end ({objective}){tie}"
+
+
+def _rank(plan: Plan, config: CompilationConfig) -> int | None:
+    """Where the target of a plan of one partition (a settings variant: the target it came
+    from) stands in the config's priority order; None for other plans."""
+    if len(plan.partitions) != 1:
+        return None
+    base = settings_base(plan.partitions[0].target)
+    return next((r for r, t in enumerate(config.priority) if t == base), None)
 
 
 PointShapes = Sequence[tuple[Mapping[str, Sequence[int]], float]]  # (input shapes, weight)

@@ -23,7 +23,7 @@ def verify_plan(model: Model, plan: Plan, against: SupportTable | CompilationCon
     index -> target, by default the table's. `when` says where in the flow the check ran."""
     where = f" {when}" if when else ""
     if pins is None and isinstance(against, SupportTable):
-        pins = against.pinned
+        pins = {**against.pinned, **against.devices}
     masks = _masks(model, plan, where)
     _check_partitions(model, plan, masks, where)
     _check_order(model, plan, where)
@@ -126,9 +126,12 @@ def _check_pins(model: Model, plan: Plan, pins: Mapping[int, Target], where: str
     placed = {name: part.target for part in plan.partitions for name in part.nodes}
     for i, target in sorted(pins.items()):
         name = names[i]
-        if placed.get(name) != target:
+        runs = placed.get(name)
+        held = runs == target if target.is_external_codegen else (  # a device: any backend
+            runs is not None and runs.device_type == target.device_type)
+        if not held:
             raise _broken(where, f"node {name!r} is pinned to {str(target)!r} but runs on "
-                                 f"{str(placed.get(name))!r}")
+                                 f"{str(runs)!r}")
 
 
 def _label(index: int, part: Partition) -> str:

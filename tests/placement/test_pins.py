@@ -4,15 +4,20 @@ node indices; anything else is a ConfigError that shows the accepted form and th
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import numpy as np
 import pytest
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
 import tessera
+import tessera.placement
+from tessera.cli import cli
 from tessera.errors import ConfigError, PartitionError, TesseraError
 from tessera.ir import load_model
-from tessera.placement import resolve_pins
+from tessera.placement import pinned_devices, resolve_pins
 from tessera.target import Target
 
 from ..ir.models import mlp
@@ -85,3 +90,128 @@ def test_any_string_pin_resolves_or_is_a_tessera_error(key: str, target: str) ->
         except TesseraError:
             continue
         assert resolved and all(FLOW.names[i] for i in resolved)
+
+
+# -- a pin names a backend, a device target or a named target of the config ----------------
+CONFIG = tessera.CompilationConfig.create(
+    {"targets": [{"name": "fast-cpu", "target": "cpu -mcpu=skylake"}, "cpu", "onnxruntime",
+                 "openvino"]})
+BOTH = all(tessera.backends.get(b).is_available().ok for b in ("onnxruntime", "openvino"))
+
+
+def _pinned(pins: dict[str, object], config: tessera.CompilationConfig = CONFIG
+            ) -> dict[str, str]:
+    return {FLOW.names[i]: str(t) for i, t in resolve_pins(FLOW, pins, config).items()}
+
+
+def test_a_pin_names_a_backend_a_device_target_or_a_named_target() -> None:
+    assert _pinned({"relu": "openvino", "mm1": "cpu", "mm2": "fast-cpu", "add1": "llvm",
+                    "softmax": "cpu -mcpu=skylake"}) == {
+        "mm1": "cpu", "add1": "cpu", "relu": "openvino", "mm2": "cpu -mcpu=skylake",
+        "softmax": "cpu -mcpu=skylake"}
+    # a named target comes with the config's attributes
+    threaded = tessera.CompilationConfig.create(
+        "onnxruntime -num-threads=2,onnxruntime -opt-level=basic")
+    assert _pinned({"relu": "onnxruntime", "mm1": "onnxruntime-1"}, threaded) == {
+        "mm1": "onnxruntime -opt-level=basic", "relu": "onnxruntime -num-threads=2"}
+    # a bare device kind is the config's least-specialised target of that device
+    specialised = tessera.CompilationConfig.create("onnxruntime,cpu -mcpu=skylake")
+    assert _pinned({"relu": "llvm"}, specialised) == {"relu": "cpu -mcpu=skylake"}
+
+
+def test_the_device_targets_asked_for_are_what_placement_passes_on() -> None:
+    pins = resolve_pins(FLOW, {"relu": "openvino", "mm1": "cpu", "mm2": "fast-cpu"}, CONFIG)
+    assert {FLOW.names[i]: str(t) for i, t in pinned_devices(pins).items()} == {
+        "mm1": "cpu", "mm2": "cpu -mcpu=skylake"}
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("dsp-cpu", "pin 'relu': 'dsp-cpu' names no named target of the config, backend or "
+                "device target; did you mean 'fast-cpu' or 'cpu'? (named targets: cpu, "
+                "onnxruntime, "
+                "openvino, fast-cpu; backends: "),
+    ("cuda", "pin 'relu': device target 'cuda' is not one of the config's device targets "
+             "(cpu, cpu -mcpu=skylake); add it to the targets to pin to it (named targets: "
+             "cpu, onnxruntime, openvino, fast-cpu; backends: "),
+    ("cpu -mcpu=znver4", "pin 'relu': device target 'cpu -mcpu=znver4' is not one of the "
+                         "config's device targets (cpu, cpu -mcpu=skylake)"),
+    ("cpu -cores=2", "pin 'relu': device target 'cpu -cores=2' is not valid: unknown option "
+                     "'-cores' for target kind 'cpu'"),
+    ("onnxruntime -threads=2", "pin 'relu': backend target 'onnxruntime -threads=2' is not "
+                               "valid: unknown option '-threads'"),
+    ("composite -devices=onnxruntime", "pin 'relu': 'composite -devices=onnxruntime' is a "
+                                       "composite target; a pin names one backend, device "
+                                       "target or named target (named targets: "),
+])
+def test_a_pin_error_says_which_kind_of_name_failed_and_lists_the_valid_ones(
+        value: str, message: str) -> None:
+    with pytest.raises(PartitionError) as caught:
+        resolve_pins(FLOW, {"relu": value}, CONFIG)
+    assert str(caught.value).startswith(message)
+    if "(named targets" in message:
+        assert str(caught.value).endswith(
+            f"backends: {', '.join(tessera.backends.names())}; device targets: cpu, "
+            "cpu -mcpu=skylake)")
+
+
+def test_without_a_config_a_pin_names_a_backend_or_a_device_kind() -> None:
+    assert {FLOW.names[i]: str(t) for i, t in resolve_pins(FLOW, {"relu": "cpu"}).items()} \
+        == {"relu": "cpu"}
+    with pytest.raises(PartitionError) as caught:
+        resolve_pins(FLOW, {"relu": "gpu0"})
+    assert str(caught.value).startswith("pin 'relu': 'gpu0' names no backend or device "
+                                        "target (backends: ")
+    assert str(caught.value).endswith("device targets: cpu, cuda)")
+
+
+@pytest.mark.skipif(not BOTH, reason="needs onnxruntime and openvino")
+def test_a_node_pinned_to_a_device_goes_to_that_devices_first_backend_that_runs_it() -> None:
+    plan = tessera.partition(mlp(), "openvino,onnxruntime", partitioner="greedy",
+                             pins={"relu": "cpu"}, verify=True)
+    assert {n: str(p.target) for p in plan.partitions for n in p.nodes}["relu"] == "openvino"
+    assert plan.decisions["relu"] == ("pinned to cpu; greedy: openvino is the first target in "
+                                      "priority order that runs it")
+    assert list(plan.reasons["relu"]) == ["openvino", "onnxruntime", "reference"]
+
+
+@pytest.mark.skipif(not BOTH, reason="needs onnxruntime and openvino")
+def test_a_named_device_pin_compiles_and_agrees_with_the_reference() -> None:
+    compiled = tessera.compile(mlp(), CONFIG, pins={"re:mm.": "fast-cpu"}, verify=True)
+    table = tessera.placement.SupportTable.build(
+        compiled.model, CONFIG, pins=resolve_pins(FLOW, {"re:mm.": "fast-cpu"}, CONFIG))
+    assert {FLOW.names[i]: str(t) for i, t in table.devices.items()} == {
+        "mm1": "cpu -mcpu=skylake", "mm2": "cpu -mcpu=skylake"}
+    assert table.pinned == {}
+    device_of = {n: str(p.device) for p in compiled.plan.partitions for n in p.nodes}
+    assert device_of["mm1"] == device_of["mm2"] == "cpu -mcpu=skylake"
+    assert {device_of[n] for n in device_of if n not in ("mm1", "mm2")} <= {
+        "cpu", "cpu -mcpu=skylake"}
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
+    want = tessera.backends.get("reference").compile(mlp()).run(feeds)
+    np.testing.assert_allclose(compiled.run(feeds)["y"], want["y"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not BOTH, reason="needs onnxruntime and openvino")
+def test_the_cli_takes_a_device_pin_and_reports_a_bad_one(tmp_path: Path) -> None:
+    model = tmp_path / "mlp.onnx"
+    model.write_bytes(mlp().SerializeToString())
+    ok = CliRunner().invoke(cli, ["explain", str(model), "-t", "onnxruntime,openvino",
+                                  "-O", "partitioner=greedy", "--pin", "relu=cpu"])
+    assert ok.exit_code == 0, ok.stderr
+    assert "pinned to cpu; greedy: onnxruntime is the first target" in ok.stdout
+    bad = CliRunner().invoke(cli, ["explain", str(model), "-t", "onnxruntime,openvino",
+                                   "--pin", "relu=gpu"])
+    assert bad.exit_code == 2
+    assert bad.stderr.startswith("error: pin 'relu': 'gpu' names no named target of the "
+                                 "config, backend or device target; did you mean 'cpu'? "
+                                 "(named targets: cpu, onnxruntime, openvino; backends: ")
+
+
+@given(st.text(max_size=16))
+def test_any_string_pin_resolves_under_a_config_or_is_a_tessera_error(value: str) -> None:
+    try:
+        resolved = resolve_pins(FLOW, {"relu": value}, CONFIG)
+    except TesseraError:
+        return
+    target = resolved[FLOW.names.index("relu")]
+    assert target.is_external_codegen or target in CONFIG.targets

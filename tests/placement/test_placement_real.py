@@ -102,7 +102,8 @@ def test_bad_pins_are_partition_errors() -> None:
         tessera.partition(path, TARGETS, pins={"/layers.0/Gem": "onnxruntime"})
     with pytest.raises(PartitionError, match="matches no node"):
         tessera.partition(path, TARGETS, pins={"re:nothing.*": "onnxruntime"})
-    with pytest.raises(PartitionError, match="is not a target"):
+    with pytest.raises(PartitionError, match="'no-such-backend' names no named target of the "
+                                             "config, backend or device target"):
         tessera.partition(path, TARGETS, pins={"/Softmax": "no-such-backend"})
 
 

@@ -110,6 +110,16 @@ def test_pins_must_hold() -> None:
         verify_plan(model, plan, table)  # the table's pins by default
 
 
+def test_a_device_pin_holds_on_any_backend_of_that_device() -> None:
+    model = load_model(diamond())
+    plan = _plan(model, [([0, 1, 2, 3], "onnxruntime")])
+    verify_plan(model, plan, CONFIG, {1: Target("cpu")})
+    table = SupportTable((ORT, FALLBACK), ((ORT,),) * 4, {}, {}, {1: Target("cuda")})
+    with pytest.raises(PartitionError, match="node 'b' is pinned to 'cuda' but runs on "
+                                             "'onnxruntime'"):
+        verify_plan(model, plan, table)  # the table's device pins by default
+
+
 def test_the_fallback_is_offered_only_when_it_is_on() -> None:
     model = load_model(diamond())
     plan = _plan(model, [([0, 1, 2, 3], "reference")])
