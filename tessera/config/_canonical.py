@@ -95,9 +95,12 @@ def expand_composites(items: list[Item]) -> tuple[list[Item], list[Target]]:
 
 
 def choose_host(explicit: Any, carried: list[Target], items: list[Item]) -> Target:
-    """The explicit host; else the one the targets carry; else the first cpu target; else
-    `cpu`."""
-    if explicit is not None:
+    """The explicit host (a target, or the name of one of `items`); else the one the
+    targets carry; else the first cpu target; else `cpu`."""
+    named = {name: target for name, target in items if name is not None}
+    if isinstance(explicit, str) and explicit.strip() in named:  # a named target as host
+        host = named[explicit.strip()]
+    elif explicit is not None:
         host = explicit if isinstance(explicit, Target) else Target(explicit)
     elif len(carried) > 1:
         raise ConfigError(

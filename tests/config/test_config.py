@@ -348,3 +348,17 @@ def test_config_round_trips(backends: list[str], mcpu: str | None, cuda: bool,
     assert [t.kind.name for t in config.backends_for_device("cpu")] == list(backends)
     assert config.target_for_device("cpu") == (
         Target({"kind": "cpu", "mcpu": mcpu}) if mcpu is not None else Target("cpu"))
+
+
+def test_the_host_may_be_named_as_one_of_the_targets() -> None:
+    config = CompilationConfig.create({"targets": {"dsp-cpu": "cpu -mcpu=cortex-a72",
+                                                   "gpu": "cuda", "ort": "onnxruntime"},
+                                       "host": "dsp-cpu"})
+    assert config.host == Target("cpu -mcpu=cortex-a72")
+    assert config.get("dsp-cpu") == config.host
+    assert CompilationConfig.from_json(config.to_json()) == config
+    named = CompilationConfig.create({"targets": {"fast": "cpu -mcpu=skylake"}}, host="fast")
+    assert named.host == Target("cpu -mcpu=skylake")
+    with pytest.raises(ConfigError, match="the host must be a CPU device target"):
+        CompilationConfig.create({"targets": {"gpu": "cuda", "ort": "onnxruntime"},
+                                  "host": "gpu"})
