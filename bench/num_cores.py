@@ -12,7 +12,7 @@ pool of several threads makes the CPU time a multiple of the wall time. Writes
 bench/results/num-cores.{md,json} (`--out` for another directory).
 
     python -m bench.num_cores [--models resnet50] [--cores 1] [--runs 50] [--rounds 3]
-                              [--backends onnxruntime openvino torch]
+                              [--backends onnxruntime openvino torch iree tvm]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from tessera import zoo
 
 MODELS = ["resnet50"]
 MIXED = ("openvino", "onnxruntime")
-ALONE = ["onnxruntime", "openvino", "torch"]
+ALONE = ["onnxruntime", "openvino", "torch", "iree", "tvm"]
 OUT = Path(__file__).resolve().parent / "results"
 _ROOT = Path(__file__).resolve().parent.parent
 
