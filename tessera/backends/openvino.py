@@ -1,16 +1,23 @@
 """OpenVINO backend: models read from ONNX by OpenVINO's ONNX frontend, compiled for the CPU
-plugin. Support is probed: OpenVINO itself converts and compiles each kind of node."""
+plugin. Support for a whole model is one `Core.query_model` call (`_ov_query.py`); a node its
+answer cannot be mapped back to, or that it leaves out, is probed alone: OpenVINO itself
+converts and compiles that kind of node. The same answer is OpenVINO's proposal to Collage:
+the connected regions the CPU plugin runs."""
 
 from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends import _deviations as dev
 from tessera.backends import _quantize
+from tessera.backends._answer import Support
 from tessera.backends._availability import library_availability
+from tessera.backends._ov_query import QueryAnswer, query_model
 from tessera.backends._probe import ProbedBackend
+from tessera.backends._proposals import Proposal
 from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner
 from tessera.backends._threads import core_budget, threads_attr
 from tessera.errors import CompileError
@@ -24,6 +31,7 @@ if TYPE_CHECKING:
 
     from tessera.backends._quantize import Calibration
     from tessera.backends._threads import PolicyName
+    from tessera.ir import Model
 
 KIND = register_kind(
     "openvino",
@@ -137,6 +145,57 @@ class OpenVinoBackend(ProbedBackend):
     probe_label = "OpenVINO"
     _probe = staticmethod(_probe)
     deviations = DEVIATIONS
+
+    def __init__(self) -> None:
+        super().__init__()
+        # query_model's answer per model (while it lives) and probed target's tuning key
+        self._queried: weakref.WeakKeyDictionary[Model, dict[str, QueryAnswer]] = \
+            weakref.WeakKeyDictionary()
+        self._query_lock = threading.Lock()
+
+    def query(self, model: Model, target: Target | None = None) -> QueryAnswer:
+        """query_model's verdict per node of `model` for the probed form of `target`."""
+        key = self.probe_target(target).tuning_key()
+        with self._query_lock:
+            answers = self._queried.setdefault(model, {})
+            if key not in answers:
+                answers[key] = query_model(model, _core())
+            return answers[key]
+
+    def supports_model(self, model: Model, target: Target | None = None) -> list[Support]:
+        flow, opset = model.dataflow, model.opset
+        types, constants = flow.value_types, flow.constants
+        answer = self.query(model, target)
+        found = []
+        for node, verdict in zip(flow.nodes, answer.verdicts, strict=True):
+            refused = dev.first_deviation(self.deviations, self.probe_label, node, opset,
+                                          types, constants) or self._prober.refusal(node, opset)
+            if refused is not None:
+                found.append(refused)
+            elif verdict.runs:
+                found.append(Support(True, f"OpenVINO's CPU plugin runs {node.op_type} "
+                                           "(query_model on the whole model)"))
+            else:  # the whole-model answer says nothing certain about it: probed alone
+                probed = self.supports(node, opset, types, constants, target=target)
+                found.append(Support(probed.ok, f"{probed.reason} (probed alone: "
+                                                f"{verdict.note})"))
+        return found
+
+    def propose(self, model: Model, target: Target) -> list[Proposal]:
+        """The connected regions of nodes query_model says the CPU plugin runs (as OpenVINO's
+        own HETERO device would split the model), each of two nodes or more."""
+        flow = model.dataflow
+        answers = self.supports_model(model, target)
+        verdicts = self.query(model, target).verdicts
+        runs = [v.runs and a.ok for v, a in zip(verdicts, answers, strict=True)]
+        proposals = []
+        for region in _regions(flow.producers, flow.consumers, runs):
+            if len(region) > 1:
+                proposals.append(Proposal(
+                    tuple(flow.names[i] for i in region),
+                    f"query_model: OpenVINO's CPU plugin runs these {len(region)} connected "
+                    "nodes", "query_model"))
+        return proposals
 
     def thread_settings(self, policy: PolicyName, budget: int) -> dict[str, Any]:
         if policy == "native":
@@ -253,6 +312,28 @@ class _OpenVinoCompiled(Compiled):
             return dict(zip(self._names, results, strict=False))  # equal by construction
         return {name: _as_expected(value, dtype)
                 for name, value, dtype in zip(self._names, results, self._dtypes, strict=True)}
+
+
+def _regions(producers: list[list[int]], consumers: list[list[int]], chosen: list[bool]
+             ) -> list[list[int]]:
+    """The connected components of the chosen nodes, each in ascending (topological) order,
+    by their lowest node."""
+    seen = [False] * len(chosen)
+    regions = []
+    for start, wanted in enumerate(chosen):
+        if not wanted or seen[start]:
+            continue
+        seen[start] = True
+        region, stack = [], [start]
+        while stack:
+            i = stack.pop()
+            region.append(i)
+            for j in (*producers[i], *consumers[i]):
+                if chosen[j] and not seen[j]:
+                    seen[j] = True
+                    stack.append(j)
+        regions.append(sorted(region))
+    return regions
 
 
 def _declared_types(compiled: Any, dtypes: list[np.dtype[Any]]) -> bool:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tessera import backends
+from tessera.backends import Support
 from tessera.config import CompilationConfig
 from tessera.errors import BackendUnavailableError, PartitionError
 from tessera.ir import Model
@@ -46,6 +47,7 @@ class SupportTable:
         if fallback and FALLBACK not in everyone:
             everyone.append(FALLBACK)
         answers: dict[tuple[int, str], tuple[bool, str]] = {}
+        whole: dict[str, list[Support]] = {}  # a configured target's answers, every node
 
         def ask(i: int, target: Target) -> tuple[bool, str]:
             key = (i, target.tuning_key())
@@ -54,8 +56,13 @@ class SupportTable:
                 if not backend.dynamic_shapes and not model.is_static:
                     answers[key] = (False, _static_only(target, model.symbols))
                     return answers[key]
-                support = backend.supports(
-                    flow.nodes[i], model.opset, types, constants, target=target)
+                if target in targets:  # asked about (nearly) every node: in one call
+                    if key[1] not in whole:
+                        whole[key[1]] = backend.supports_model(model, target)
+                    support = whole[key[1]][i]
+                else:
+                    support = backend.supports(
+                        flow.nodes[i], model.opset, types, constants, target=target)
                 answers[key] = (support.ok, support.reason)
             return answers[key]
 
