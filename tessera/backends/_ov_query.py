@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 
 _STRING = 8  # onnx.TensorProto.STRING
+# what a partial conversion leaves in place of a node it has no converter for
+_UNCONVERTED = ("NotSupportedONNXNode", "ONNXFrameworkNode", "FrameworkNode")
 
 
 @dataclass(frozen=True)
@@ -106,11 +108,16 @@ def match(model: Model, converted: Any, supported: Callable[[str], bool]) -> tup
                                    if v)])
     claims: dict[str, list[int]] = {}  # an op's unique name -> the nodes claiming it
     found: list[Verdict | list[Any]] = []
-    types = flow.value_types
+    types, constants = flow.value_types, flow.constants
     for node in flow.nodes:
         if any(types[v].elem_type == _STRING for v in (*node.input, *node.output)
                if v in types):  # query_model does not check element types: compiling does
             found.append(Verdict(False, note="string tensors are left to the probes"))
+            continue
+        if any(v not in constants and (v not in types or types[v].shape is None)
+               for v in node.input if v):  # fine inside the model, but as a partition's
+            # input the CPU plugin refuses a tensor of unknown rank: asked alone instead
+            found.append(Verdict(False, note="an input of unknown rank is left to the probes"))
             continue
         found.append(_ops_of(node, carrier, onnx_values, flow.value_consumers,
                              flow.graph_outputs))
@@ -132,6 +139,9 @@ def match(model: Model, converted: Any, supported: Callable[[str], bool]) -> tup
                                                   "another op has too"))
         elif all(supported(n) for n in names):
             verdicts.append(Verdict(True, names))
+        elif any(op.get_type_name() in _UNCONVERTED for op in item):
+            verdicts.append(Verdict(False, names, "OpenVINO's ONNX frontend has no converter "
+                                                  "for it"))
         else:
             left = [n for n in names if not supported(n)]
             verdicts.append(Verdict(False, names, f"query_model leaves out {left[0]!r}"))

@@ -58,6 +58,7 @@ KIND = register_kind(
 )
 
 _CAPABILITY = {"bf16": "BF16", "f16": "FP16"}
+_QUERIES_KEPT = 32  # whole-model answers kept by digest: a few bytes per node each
 
 
 @functools.cache
@@ -148,9 +149,12 @@ class OpenVinoBackend(ProbedBackend):
 
     def __init__(self) -> None:
         super().__init__()
-        # query_model's answer per model (while it lives) and probed target's tuning key
+        # query_model's answer per model and probed target's tuning key: by the digest of
+        # the bytes a model was read from (a model read twice is asked once, as the probes'
+        # cache would have it), else for as long as the model object lives
         self._queried: weakref.WeakKeyDictionary[Model, dict[str, QueryAnswer]] = \
             weakref.WeakKeyDictionary()
+        self._read: dict[tuple[str, str], QueryAnswer] = {}
         self._query_lock = threading.Lock()
 
     def query(self, model: Model, target: Target | None = None) -> QueryAnswer:
@@ -159,7 +163,14 @@ class OpenVinoBackend(ProbedBackend):
         with self._query_lock:
             answers = self._queried.setdefault(model, {})
             if key not in answers:
-                answers[key] = query_model(model, _core())
+                read = (model.source_digest, key) if model.source_digest else None
+                found = self._read.get(read) if read else None
+                answers[key] = found if found is not None else query_model(model, _core())
+                if read is not None:
+                    self._read.pop(read, None)
+                    self._read[read] = answers[key]
+                    while len(self._read) > _QUERIES_KEPT:
+                        del self._read[next(iter(self._read))]  # the oldest
             return answers[key]
 
     def supports_model(self, model: Model, target: Target | None = None) -> list[Support]:
@@ -169,7 +180,9 @@ class OpenVinoBackend(ProbedBackend):
         found = []
         for node, verdict in zip(flow.nodes, answer.verdicts, strict=True):
             refused = dev.first_deviation(self.deviations, self.probe_label, node, opset,
-                                          types, constants) or self._prober.refusal(node, opset)
+                                          types, constants)
+            if refused is None:  # a Support is falsy when refused: no `or` here
+                refused = self._prober.refusal(node, opset)
             if refused is not None:
                 found.append(refused)
             elif verdict.runs:
@@ -193,8 +206,8 @@ class OpenVinoBackend(ProbedBackend):
             if len(region) > 1:
                 proposals.append(Proposal(
                     tuple(flow.names[i] for i in region),
-                    f"query_model: OpenVINO's CPU plugin runs these {len(region)} connected "
-                    "nodes", "query_model"))
+                    f"OpenVINO's CPU plugin runs these {len(region)} connected nodes "
+                    "(query_model on the whole model)", "query_model"))
         return proposals
 
     def thread_settings(self, policy: PolicyName, budget: int) -> dict[str, Any]:
