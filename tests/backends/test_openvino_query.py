@@ -129,3 +129,23 @@ def test_the_answers_match_the_per_node_probes_on_a_zoo_model(mobilenet: Model) 
     probed = [ov.supports(n, mobilenet.opset, flow.value_types, flow.constants)
               for n in flow.nodes]
     assert [a.ok for a in ov.supports_model(mobilenet)] == [p.ok for p in probed]
+
+
+def test_an_input_of_unknown_rank_is_left_to_the_probes() -> None:
+    """Inside the whole model OpenVINO infers the rank; as a partition's input it cannot."""
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["a"], name="reshape"),
+             helper.make_node("Relu", ["a"], ["b"], name="relu"),
+             helper.make_node("Reshape", ["b", "t"], ["y"], name="back")]
+    graph = helper.make_graph(
+        nodes, "ranks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4]),
+                         helper.make_tensor_value_info("s", TensorProto.INT64, ["rank"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])],
+        initializer=[helper.make_tensor("t", TensorProto.INT64, [1], [8])])
+    model = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                       require_static=False)
+    assert model.dataflow.value_types["a"].shape is None
+    notes = [v.note for v in backends.get("openvino").query(model).verdicts]
+    assert notes[1:] == ["an input of unknown rank is left to the probes"] * 2
+    relu = backends.get("openvino").supports_model(model)[1]
+    assert not relu and relu.reason.endswith(
+        "(probed alone: an input of unknown rank is left to the probes)")

@@ -252,6 +252,11 @@ def test_a_proposal_takes_one_name_or_any_iterable_and_refuses_anything_else() -
 
 
 def test_backends_propose_nothing_by_default(mlp: Model) -> None:
-    assert backends.get("onnxruntime").propose(mlp, ORT) == []
+    ort = backends.get("onnxruntime")
+    assert ort.propose(mlp, ORT) == []
+    flow = mlp.dataflow  # and judge a whole model node by node
+    assert ort.supports_model(mlp, ORT) == [
+        ort.supports(n, mlp.opset, flow.value_types, flow.constants, target=ORT)
+        for n in flow.nodes]
     _, records = proposed_candidates(mlp, _table(mlp, "onnxruntime"))
     assert records == ()
