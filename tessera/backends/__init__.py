@@ -1,7 +1,8 @@
 """Backends: one module each, plus plugins from other packages (the `tessera.backends`
-entry-point group, docs/backends.md). Importing this registers tessera's own target kinds and
-protocol objects only; each backend's library loads on first use, and plugins on the first
-lookup that misses or the first listing."""
+entry-point group, docs/backends.md), and proposers: subgraphs that Collage measures as
+candidate partitions, added to an existing backend with `register_proposer`. Importing this
+registers tessera's own target kinds and protocol objects only; each backend's library loads
+on first use, and plugins on the first lookup that misses or the first listing."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tessera.backends._devices import DeviceSettings
 from tessera.backends._plugins import GROUP, PluginFailure, PluginWarning, load_plugins
 from tessera.backends._plugins import failures as plugin_failures
 from tessera.backends._probe import ProbedBackend
+from tessera.backends._proposals import PROPOSERS, Proposal, Proposer, register_proposer
 from tessera.backends._protocol import (
     BACKENDS,
     Backend,
@@ -26,6 +28,7 @@ from tessera.target import KINDS
 __all__ = [
     "BACKENDS",
     "GROUP",
+    "PROPOSERS",
     "Backend",
     "Calibration",
     "Compiled",
@@ -35,6 +38,8 @@ __all__ = [
     "PluginWarning",
     "PolicyName",
     "ProbedBackend",
+    "Proposal",
+    "Proposer",
     "Support",
     "TensorSpec",
     "for_all",
@@ -42,6 +47,7 @@ __all__ = [
     "load_plugins",
     "names",
     "plugin_failures",
+    "register_proposer",
 ]
 
 del iree, onnxruntime, openvino, reference, tensorrt, torch, tvm

@@ -37,14 +37,21 @@ class Prober:
         self._cache: dict[tuple[str, str], Support] = {}
         self._lock = threading.Lock()
 
-    def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None,
-                 constants: Constants | None, target: Target) -> Support:
+    def refusal(self, node: onnx.NodeProto, opset: int) -> Support | None:
+        """Why `node` is refused without probing (not an ONNX op, control flow), or None."""
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         if not domain and schema_for(node, opset) is None:
             return Support(False, f"{node.op_type} is not an ONNX op at opset {opset}")
         if any(a.HasField("g") or len(a.graphs) for a in node.attribute):
             return Support(False, f"{self.backend}: control flow ({node.op_type} with a "
                                   "subgraph) is not probed; it stays on another backend")
+        return None
+
+    def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None,
+                 constants: Constants | None, target: Target) -> Support:
+        refused = self.refusal(node, opset)
+        if refused is not None:
+            return refused
         model = single_node_model(node, opset, types or {}, constants or {})
         key = (_signature(model), target.tuning_key())
         with self._lock:
@@ -76,7 +83,7 @@ def single_node_model(
     inputs, initializers = [], []
     for name in dict.fromkeys(n for n in node.input if n):
         tensor = constants.get(name)
-        if tensor is not None and _is_structural(tensor):
+        if tensor is not None and is_structural(tensor):
             initializers.append(tensor)
         else:
             inputs.append(_info(name, types))
@@ -102,7 +109,7 @@ def _info(name: str, types: Mapping[str, ValueType]) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, value_type.elem_type, value_type.shape)
 
 
-def _is_structural(tensor: onnx.TensorProto) -> bool:
+def is_structural(tensor: onnx.TensorProto) -> bool:
     limit = _CONSTANT_LIMIT if tensor.data_type in INTEGER_TYPES else _FLOAT_CONSTANT_LIMIT
     return _size(tensor) <= limit
 

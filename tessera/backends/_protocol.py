@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 
     from tessera._private.shapes import ShapeProfile
     from tessera.backends._devices import DeviceSettings
+    from tessera.backends._proposals import Proposal
     from tessera.backends._quantize import Calibration
-    from tessera.ir import ValueType
+    from tessera.ir import Model, ValueType
 
 __all__ = ["BACKENDS", "Backend", "Compiled", "Constants", "NativeRunner", "Support", "TensorSpec",
            "ValueTypes"]
@@ -155,6 +156,19 @@ class Backend:
         """Whether this backend runs `node` correctly on `target` (None: the kind's default
         target), with the reason either way."""
         raise NotImplementedError
+
+    def supports_model(self, model: Model, target: Target | None = None) -> list[Support]:
+        """`supports()` for every node of `model.dataflow`, in its order. A backend that can
+        judge a whole model in one call (OpenVINO's `query_model`) overrides it."""
+        flow = model.dataflow
+        return [self.supports(node, model.opset, flow.value_types, flow.constants,
+                              target=target) for node in flow.nodes]
+
+    def propose(self, model: Model, target: Target) -> list[Proposal]:
+        """Subgraphs of `model` this backend asks to run on `target` as one partition each,
+        besides what `supports()` allows node by node (none by default). Collage measures
+        each as a candidate; proposers registered with `register_proposer` add to these."""
+        return []
 
     def compile(self, submodel: onnx.ModelProto, target: Target | str | None = None, *,
                 check: bool = True, calibration: Calibration | None = None,

@@ -1,17 +1,24 @@
 """OpenVINO backend: models read from ONNX by OpenVINO's ONNX frontend, compiled for the CPU
-plugin. Support is probed: OpenVINO itself converts and compiles each kind of node."""
+plugin. Support for a whole model is one `Core.query_model` call (`_ov_query.py`); a node its
+answer cannot be mapped back to, or that it leaves out, is probed alone: OpenVINO itself
+converts and compiles that kind of node. The same answer is OpenVINO's proposal to Collage:
+the connected regions the CPU plugin runs."""
 
 from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends import _deviations as dev
 from tessera.backends import _quantize
+from tessera.backends._answer import Support
 from tessera.backends._availability import library_availability
 from tessera.backends._devices import DeviceSettings, core_cap
+from tessera.backends._ov_query import QueryAnswer, query_model
 from tessera.backends._probe import ProbedBackend
+from tessera.backends._proposals import Proposal
 from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner
 from tessera.backends._threads import core_budget, threads_attr
 from tessera.errors import CompileError
@@ -25,6 +32,7 @@ if TYPE_CHECKING:
 
     from tessera.backends._quantize import Calibration
     from tessera.backends._threads import PolicyName
+    from tessera.ir import Model
 
 KIND = register_kind(
     "openvino",
@@ -53,6 +61,7 @@ KIND = register_kind(
 )
 
 _CAPABILITY = {"bf16": "BF16", "f16": "FP16"}
+_QUERIES_KEPT = 32  # whole-model answers kept by digest: a few bytes per node each
 
 
 @functools.cache
@@ -141,6 +150,69 @@ class OpenVinoBackend(ProbedBackend):
     probe_label = "OpenVINO"
     _probe = staticmethod(_probe)
     deviations = DEVIATIONS
+
+    def __init__(self) -> None:
+        super().__init__()
+        # query_model's answer per model and probed target's tuning key: by the digest of
+        # the bytes a model was read from (a model read twice is asked once, as the probes'
+        # cache would have it), else for as long as the model object lives
+        self._queried: weakref.WeakKeyDictionary[Model, dict[str, QueryAnswer]] = \
+            weakref.WeakKeyDictionary()
+        self._read: dict[tuple[str, str], QueryAnswer] = {}
+        self._query_lock = threading.Lock()
+
+    def query(self, model: Model, target: Target | None = None) -> QueryAnswer:
+        """query_model's verdict per node of `model` for the probed form of `target`."""
+        key = self.probe_target(target).tuning_key()
+        with self._query_lock:
+            answers = self._queried.setdefault(model, {})
+            if key not in answers:
+                read = (model.source_digest, key) if model.source_digest else None
+                found = self._read.get(read) if read else None
+                answers[key] = found if found is not None else query_model(model, _core())
+                if read is not None:
+                    self._read.pop(read, None)
+                    self._read[read] = answers[key]
+                    while len(self._read) > _QUERIES_KEPT:
+                        del self._read[next(iter(self._read))]  # the oldest
+            return answers[key]
+
+    def supports_model(self, model: Model, target: Target | None = None) -> list[Support]:
+        flow, opset = model.dataflow, model.opset
+        types, constants = flow.value_types, flow.constants
+        answer = self.query(model, target)
+        found = []
+        for node, verdict in zip(flow.nodes, answer.verdicts, strict=True):
+            refused = dev.first_deviation(self.deviations, self.probe_label, node, opset,
+                                          types, constants)
+            if refused is None:  # a Support is falsy when refused: no `or` here
+                refused = self._prober.refusal(node, opset)
+            if refused is not None:
+                found.append(refused)
+            elif verdict.runs:
+                found.append(Support(True, f"OpenVINO's CPU plugin runs {node.op_type} "
+                                           "(query_model on the whole model)"))
+            else:  # the whole-model answer says nothing certain about it: probed alone
+                probed = self.supports(node, opset, types, constants, target=target)
+                found.append(Support(probed.ok, f"{probed.reason} (probed alone: "
+                                                f"{verdict.note})"))
+        return found
+
+    def propose(self, model: Model, target: Target) -> list[Proposal]:
+        """The connected regions of nodes query_model says the CPU plugin runs (as OpenVINO's
+        own HETERO device would split the model), each of two nodes or more."""
+        flow = model.dataflow
+        answers = self.supports_model(model, target)
+        verdicts = self.query(model, target).verdicts
+        runs = [v.runs and a.ok for v, a in zip(verdicts, answers, strict=True)]
+        proposals = []
+        for region in _regions(flow.producers, flow.consumers, runs):
+            if len(region) > 1:
+                proposals.append(Proposal(
+                    tuple(flow.names[i] for i in region),
+                    f"OpenVINO's CPU plugin runs these {len(region)} connected nodes "
+                    "(query_model on the whole model)", "query_model"))
+        return proposals
 
     def thread_settings(self, policy: PolicyName, budget: int) -> dict[str, Any]:
         if policy == "native":
@@ -267,6 +339,28 @@ class _OpenVinoCompiled(Compiled):
             return dict(zip(self._names, results, strict=False))  # equal by construction
         return {name: _as_expected(value, dtype)
                 for name, value, dtype in zip(self._names, results, self._dtypes, strict=True)}
+
+
+def _regions(producers: list[list[int]], consumers: list[list[int]], chosen: list[bool]
+             ) -> list[list[int]]:
+    """The connected components of the chosen nodes, each in ascending (topological) order,
+    by their lowest node."""
+    seen = [False] * len(chosen)
+    regions = []
+    for start, wanted in enumerate(chosen):
+        if not wanted or seen[start]:
+            continue
+        seen[start] = True
+        region, stack = [], [start]
+        while stack:
+            i = stack.pop()
+            region.append(i)
+            for j in (*producers[i], *consumers[i]):
+                if chosen[j] and not seen[j]:
+                    seen[j] = True
+                    stack.append(j)
+        regions.append(sorted(region))
+    return regions
 
 
 def _declared_types(compiled: Any, dtypes: list[np.dtype[Any]]) -> bool:

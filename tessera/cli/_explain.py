@@ -94,6 +94,9 @@ def render(plan: object, model: object, label: str, budget: object = None) -> st
     lines.append(common.accuracy_line(stats, budget))
     lines += common.precision_lines(stats)
     lines += common.shape_lines(stats)
+    if stats.proposals:  # subgraphs backends proposed, and what became of them
+        lines.append(f"proposals: {len(stats.proposals)}")
+        lines += [f"  {p}" for p in stats.proposals]
     lost = [e for e in stats.invalid_examples or () if e.fault is not None]
     if lost:
         lines.append(f"{stats.invalid} candidate(s) invalid; these crashed or hung in the "

@@ -27,7 +27,7 @@ from tessera.placement._pins import (
 from tessera.placement._plan import Partition, Plan, make_partitions
 from tessera.placement._race import Served, race, race_throughput
 from tessera.placement._search import SearchResult, cheapest_cover
-from tessera.placement._stats import InvalidCandidate, SearchStats
+from tessera.placement._stats import InvalidCandidate, ProposalRecord, SearchStats
 from tessera.placement._support import FALLBACK, SupportTable, candidate_targets
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "Placement",
     "Plan",
     "Progress",
+    "ProposalRecord",
     "Record",
     "Runnable",
     "SearchResult",

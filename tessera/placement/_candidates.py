@@ -1,12 +1,13 @@
-"""Candidate partitions for the Collage search, per target: every supported node alone,
-connected convex sets of supported nodes grown up to `max_size` nodes, the target's maximal
-acyclic regions (the whole model when the target runs all of it), and the partitions of
-known plans (greedy, single-target). Deterministic order: by target priority, then by mask."""
+"""Candidate partitions for the Collage search, per target: the subgraphs its backend and
+registered proposers proposed (`_proposed.py`), every supported node alone, connected convex
+sets of supported nodes grown up to `max_size` nodes, the target's maximal acyclic regions
+(the whole model when the target runs all of it), and the partitions of known plans (greedy,
+single-target). Deterministic order: by target priority, then by mask."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tessera.ir import DataflowGraph, NodeSet, members
 from tessera.placement._groups import GroupGraph, fuse
@@ -20,15 +21,21 @@ _GROWN_PER_SEED = 64  # bounds the enumeration around very wide nodes
 class Candidate:
     mask: NodeSet
     target: Target
+    # who proposed it ('openvino (query_model)'); '' for the per-node grouping's own
+    origin: str = field(default="", compare=False)
 
 
 def generate(flow: DataflowGraph, table: SupportTable, max_size: int,
-             extra: Iterable[Candidate] = ()) -> list[Candidate]:
+             extra: Iterable[Candidate] = (), proposed: Iterable[Candidate] = ()
+             ) -> list[Candidate]:
+    """`proposed` come first, so a set both proposed and grouped keeps its proposer."""
     found: dict[tuple[str, NodeSet], Candidate] = {}
 
     def add(mask: NodeSet, target: Target) -> None:
         found.setdefault((str(target), mask), Candidate(mask, target))
 
+    for candidate in proposed:
+        found.setdefault((str(candidate.target), candidate.mask), candidate)
     for target in table.targets:
         # the reference is slow everywhere: it is a candidate only where nothing else runs
         mine = [i for i in range(len(flow)) if target in table.allowed[i]

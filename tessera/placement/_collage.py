@@ -21,6 +21,7 @@ from tessera.placement._measurers import LocalMeasurer
 from tessera.placement._plan import Plan, make_partitions
 from tessera.placement._points import Points
 from tessera.placement._priority import TIE, tie_broken, within_noise
+from tessera.placement._proposed import proposed_candidates
 from tessera.placement._search import SearchBudgetError, cheapest_cover
 from tessera.placement._stats import InvalidCandidate, SearchStats, ShapesRecord
 from tessera.placement._support import FALLBACK, SupportTable
@@ -85,7 +86,8 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     index = {name: i for i, name in enumerate(flow.names)}
     extra = [Candidate(_mask(p.nodes, index), p.target)
              for plan in plans.values() for p in plan.partitions]
-    candidates = generate(flow, table, max_candidate_size, extra)
+    proposed, proposals = proposed_candidates(model, table)
+    candidates = generate(flow, table, max_candidate_size, extra, proposed)
     run: Measurer = measurer or LocalMeasurer()
     priced = _costs(model, candidates, db, run, foreign_costs, progress, points)
     rescue = _uncovered_fallbacks(len(flow), table, candidates, priced.costs)
@@ -142,7 +144,7 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
         invalid=len(invalid), invalid_examples=examples, states=states, pruned=pruned,
         modelled_ms=modelled, search_seconds=search_seconds, search_truncated=truncated,
         one_thread_partitions=one_thread, bound_ms=None if bound == math.inf else bound,
-        partition_overhead_ms=partition_overhead_ms)
+        partition_overhead_ms=partition_overhead_ms, proposals=proposals or None)
     parts = make_partitions(flow, [(c.mask, c.target, cost.ms) for c, cost in chosen])
     if points is not None and points.dynamic:
         at_point = {(c.mask, str(c.target)): at for c, at in zip(
@@ -315,6 +317,8 @@ def _decisions(model: Model, table: SupportTable, chosen: list[tuple[Candidate, 
                 decisions[name] = f"{device}only {candidate.target} runs it"
             else:
                 decisions[name] = device + _compare(str(candidate.target), cost, rivals, rank)
+            if candidate.origin:  # where the candidate came from, when a backend proposed it
+                decisions[name] += f"; a candidate proposed by {candidate.origin}"
     return decisions
 
 

@@ -201,7 +201,7 @@ def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
     plan = plan.with_stats(candidates=first.candidates, measurements=first.measurements,
                            cache_hits=first.cache_hits, measure_seconds=first.measure_seconds,
                            invalid=first.invalid, invalid_examples=first.invalid_examples,
-                           calibration_rounds=rounds)
+                           proposals=first.proposals, calibration_rounds=rounds)
     # failed candidates are in the database as well, so a new search would find this plan
     plan = remember(db, key, plan)
     return plan, (replace(built, plan=plan) if built is not None else None)

@@ -41,6 +41,37 @@ class InvalidCandidate:
 
 
 @dataclass(frozen=True)
+class ProposalRecord:
+    """What Collage made of one proposed subgraph: a `candidate`, `split` into convex parts
+    (`parts` of them), or `refused`; `reason` is the proposal's own, then why."""
+
+    source: str  # the backend that proposed it, or the registered proposer
+    target: str
+    label: str
+    nodes: tuple[str, ...]  # known nodes in the model's order (as given where none is known)
+    status: str  # 'candidate', 'split' or 'refused'
+    reason: str
+    parts: int = 0  # the candidates it became
+
+    def __str__(self) -> str:
+        label = f" ({self.label})" if self.label else ""
+        made = f" into {self.parts} part(s)" if self.status == "split" else ""
+        return (f"{self.source}{label} for {self.target}, {len(self.nodes)} node(s): "
+                f"{self.status}{made}: {self.reason}")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["nodes"] = list(self.nodes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProposalRecord:
+        return cls(str(data["source"]), str(data["target"]), str(data.get("label", "")),
+                   tuple(data.get("nodes", ())), str(data["status"]), str(data["reason"]),
+                   int(data.get("parts", 0)))
+
+
+@dataclass(frozen=True)
 class VariantRecord:
     """What the precision search found for one variant target: the budget share its whole
     model used (1.0 is the bound), its latency there, each segment's share measured alone,
@@ -157,6 +188,7 @@ class SearchStats(Mapping[str, Any]):
     accuracy: AccuracyReport | None = None
     precision: PrecisionRecord | None = None  # the search of precision variants
     shapes: ShapesRecord | None = None  # the points a model with symbolic dims was measured at
+    proposals: tuple[ProposalRecord, ...] | None = None  # backends' proposed subgraphs
 
     # -- the mapping view ------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -186,6 +218,10 @@ class SearchStats(Mapping[str, Any]):
         if "invalid_examples" in values:
             values["invalid_examples"] = tuple(
                 InvalidCandidate.from_dict(e) for e in values["invalid_examples"])
+        if "proposals" in values:
+            values["proposals"] = tuple(
+                p if isinstance(p, ProposalRecord) else ProposalRecord.from_dict(p)
+                for p in values["proposals"])
         if "fallback_from" in values:
             values["fallback_from"] = tuple(values["fallback_from"])
         if "accuracy" in values and not isinstance(values["accuracy"], AccuracyReport):
@@ -209,7 +245,8 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(SearchStats))  # the view's s
 def _plain(value: Any) -> Any:
     if isinstance(value, AccuracyReport | PrecisionRecord | ShapesRecord | Objective):
         return value.to_dict()
-    if isinstance(value, tuple) and value and isinstance(value[0], InvalidCandidate):
+    if isinstance(value, tuple) and value and isinstance(value[0], InvalidCandidate |
+                                                          ProposalRecord):
         return [v.to_dict() for v in value]
     if isinstance(value, tuple):
         return list(value)
@@ -218,5 +255,5 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["InvalidCandidate", "PrecisionRecord", "SearchStats", "ShapesRecord", "Timing",
-           "VariantRecord"]
+__all__ = ["InvalidCandidate", "PrecisionRecord", "ProposalRecord", "SearchStats",
+           "ShapesRecord", "Timing", "VariantRecord"]

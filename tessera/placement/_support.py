@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tessera import backends
+from tessera.backends import Support
 from tessera.config import CompilationConfig
 from tessera.errors import BackendUnavailableError, DeviceUnavailableError, PartitionError
 from tessera.ir import Model
@@ -81,8 +82,10 @@ class SupportTable:
         devices = pinned_devices(pins or {})
         pinned = {i: t for i, t in (pins or {}).items() if i not in devices}
         everyone = served_targets(flow.names, config, pins or {})
+        targets = [t for t in everyone if t in config.priority]  # asked about every node
         cpu_fallback = fallback and FALLBACK.device_type in config.devices
         answers: dict[tuple[int, str], tuple[bool, str]] = {}
+        whole: dict[str, list[Support]] = {}  # a configured target's answers, every node
 
         def ask(i: int, target: Target) -> tuple[bool, str]:
             key = (i, target.tuning_key())
@@ -91,8 +94,13 @@ class SupportTable:
                 if not backend.dynamic_shapes and not model.is_static:
                     answers[key] = (False, _static_only(target, model.symbols))
                     return answers[key]
-                support = backend.supports(
-                    flow.nodes[i], model.opset, types, constants, target=target)
+                if target in targets:  # asked about (nearly) every node: in one call
+                    if key[1] not in whole:
+                        whole[key[1]] = backend.supports_model(model, target)
+                    support = whole[key[1]][i]
+                else:
+                    support = backend.supports(
+                        flow.nodes[i], model.opset, types, constants, target=target)
                 answers[key] = (support.ok, support.reason)
             return answers[key]
 

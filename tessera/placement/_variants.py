@@ -59,7 +59,7 @@ def small_candidates(chosen: list[tuple[Candidate, Cost]], pinned: NodeSet = 0
             continue
         variant = one_thread(candidate.target)
         if variant is not None:
-            found.append((i, Candidate(candidate.mask, variant)))
+            found.append((i, Candidate(candidate.mask, variant, candidate.origin)))
     return found
 
 

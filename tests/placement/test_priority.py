@@ -73,9 +73,8 @@ def test_collage_gives_a_tie_within_noise_to_the_earlier_listed_target() -> None
     close = {"onnxruntime": 1.0, "openvino": 0.97}  # openvino 3% faster: within noise
     plan = _collage("onnxruntime,openvino", close)
     assert set(_targets(plan).values()) == {"onnxruntime"}
-    assert plan.decisions["relu"].endswith(
-        "; openvino is 0.180 ms faster on these nodes alone, within noise (5%): the "
-        "earlier-listed target keeps them")
+    assert ("; openvino is 0.180 ms faster on these nodes alone, within noise (5%): the "
+            "earlier-listed target keeps them") in plan.decisions["relu"]
     assert plan.stats["modelled_ms"] == pytest.approx(6.0)
     assert set(_targets(_collage("openvino,onnxruntime", close)).values()) == {"openvino"}
 
@@ -84,7 +83,7 @@ def test_collage_gives_a_tie_within_noise_to_the_earlier_listed_target() -> None
 def test_collage_takes_a_later_target_faster_beyond_noise() -> None:
     plan = _collage("onnxruntime,openvino", {"onnxruntime": 1.0, "openvino": 0.9})
     assert set(_targets(plan).values()) == {"openvino"}
-    assert plan.decisions["relu"].endswith("; cheaper than onnxruntime by 0.600 ms")
+    assert "; cheaper than onnxruntime by 0.600 ms" in plan.decisions["relu"]
 
 
 # -- the end-to-end race ---------------------------------------------------------------------
