@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends._probe import is_structural
+from tessera.ir._light import weights_as_inputs
 
 if TYPE_CHECKING:
     import onnx
@@ -70,23 +71,7 @@ def query_model(model: Model, core: Any, device: str = "CPU") -> QueryAnswer:
 def light_copy(proto: onnx.ModelProto) -> onnx.ModelProto:
     """`proto` with its large constants as graph inputs, which the probes treat alike: nothing
     is copied for weights, and answers do not depend on their values."""
-    import onnx
-
-    light = onnx.ModelProto()
-    for field, value in proto.ListFields():
-        if field.name != "graph":
-            _copy_field(light, field, value)
-    for field, value in proto.graph.ListFields():
-        if field.name != "initializer":
-            _copy_field(light.graph, field, value)
-    declared = {v.name for v in proto.graph.input}
-    for tensor in proto.graph.initializer:
-        if is_structural(tensor):
-            light.graph.initializer.append(tensor)
-        elif tensor.name not in declared:
-            light.graph.input.append(onnx.helper.make_tensor_value_info(
-                tensor.name, tensor.data_type, list(tensor.dims)))
-    return light
+    return weights_as_inputs(proto, keep=is_structural)[0]
 
 
 def match(model: Model, converted: Any, supported: Callable[[str], bool]) -> tuple[Verdict, ...]:
@@ -190,15 +175,6 @@ def _read_partially(data: bytes) -> Any:
 
 def _everywhere(model: Model, note: str) -> QueryAnswer:
     return QueryAnswer(tuple(Verdict(False, note=note) for _ in model.dataflow.nodes))
-
-
-def _copy_field(message: Any, field: Any, value: Any) -> None:
-    if field.is_repeated:
-        getattr(message, field.name).extend(value)
-    elif field.type == field.TYPE_MESSAGE:
-        getattr(message, field.name).CopyFrom(value)
-    else:
-        setattr(message, field.name, value)
 
 
 def _first_line(err: Exception) -> str:

@@ -4,6 +4,7 @@ that spares serialising 440 MB twice)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tessera.ir._dtypes import INTEGER_TYPES
@@ -14,8 +15,11 @@ if TYPE_CHECKING:
 _KEPT_CONSTANT_ELEMENTS = 1024  # integer tensors up to this size feed data propagation
 
 
-def weights_as_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[Any]]:
-    """The copy, and the initializers it left out."""
+def weights_as_inputs(model: onnx.ModelProto,
+                      keep: Callable[[onnx.TensorProto], bool] | None = None
+                      ) -> tuple[onnx.ModelProto, list[Any]]:
+    """The copy, and the initializers it left out. `keep` says which initializers stay (by
+    default small integer tensors, which feed data propagation)."""
     import onnx
 
     light = onnx.ModelProto()
@@ -29,10 +33,7 @@ def weights_as_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[Any
         if field.name != "initializer":
             _copy_field(light.graph, field, value)
     for tensor in graph.initializer:
-        elements = 1
-        for d in tensor.dims:
-            elements *= d
-        if tensor.data_type in INTEGER_TYPES and elements <= _KEPT_CONSTANT_ELEMENTS:
+        if (keep or _small_integers)(tensor):
             light.graph.initializer.append(tensor)
             continue
         weights.append(tensor)
@@ -40,6 +41,13 @@ def weights_as_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[Any
             light.graph.input.append(onnx.helper.make_tensor_value_info(
                 tensor.name, tensor.data_type, list(tensor.dims)))
     return light, weights
+
+
+def _small_integers(tensor: onnx.TensorProto) -> bool:
+    elements = 1
+    for d in tensor.dims:
+        elements *= d
+    return tensor.data_type in INTEGER_TYPES and elements <= _KEPT_CONSTANT_ELEMENTS
 
 
 def _copy_field(message: Any, field: Any, value: Any) -> None:
