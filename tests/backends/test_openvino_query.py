@@ -13,6 +13,8 @@ from tessera.backends import Proposal
 from tessera.ir import Model
 from tessera.target import Target
 
+from ..ir.models import through_double
+
 pytest.importorskip("openvino")
 pytestmark = pytest.mark.skipif(not backends.get("openvino").is_available().ok,
                                 reason="openvino is not available")
@@ -109,13 +111,7 @@ def test_string_tensors_and_control_flow_are_never_taken_from_the_query() -> Non
 
 
 def test_a_deviation_refuses_before_the_query_is_consulted() -> None:
-    nodes = [helper.make_node("Cast", ["x"], ["d"], name="to_double", to=TensorProto.DOUBLE),
-             helper.make_node("Neg", ["d"], ["e"], name="neg"),
-             helper.make_node("Cast", ["e"], ["y"], name="to_float", to=TensorProto.FLOAT)]
-    graph = helper.make_graph(
-        nodes, "f64", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    model = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    model = load_model(through_double())
     answers = backends.get("openvino").supports_model(model)
     assert [a.ok for a in answers] == [False, False, False]
     assert all("computes float64 as float32" in a.reason for a in answers)

@@ -89,3 +89,17 @@ def reshape_to_constant() -> onnx.ModelProto:
         nodes, "reshape", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], initializer=[shape])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def through_double(relu_first: bool = False) -> onnx.ModelProto:
+    """x[2] -> (Relu ->) Cast to double -> Neg -> Cast to float: a float64 stretch, which
+    OpenVINO computes in float32 (a deviation)."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu")] if relu_first else []
+    nodes += [helper.make_node("Cast", ["a" if relu_first else "x"], ["d"], name="to_double",
+                               to=TensorProto.DOUBLE),
+              helper.make_node("Neg", ["d"], ["e"], name="neg"),
+              helper.make_node("Cast", ["e"], ["y"], name="to_float", to=TensorProto.FLOAT)]
+    graph = helper.make_graph(
+        nodes, "f64", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -19,7 +19,7 @@ from tessera.placement._candidates import Candidate, generate
 from tessera.placement._proposed import proposed_candidates
 from tessera.target import Target
 
-from ..ir.models import diamond
+from ..ir.models import diamond, through_double
 
 ORT = Target("onnxruntime")
 GELU = ("/Div", "/Erf", "/Add", "/Mul", "/Mul_1")  # the first GELU of the zoo's mlp
@@ -170,16 +170,7 @@ def test_unknown_nodes_are_refused_with_a_suggestion(mlp: Model) -> None:
 
 def test_nodes_the_target_may_not_run_are_refused_with_the_support_tables_reason() -> None:
     pytest.importorskip("openvino")
-    from onnx import TensorProto, helper
-
-    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
-             helper.make_node("Cast", ["a"], ["d"], name="to_double", to=TensorProto.DOUBLE),
-             helper.make_node("Neg", ["d"], ["e"], name="neg"),
-             helper.make_node("Cast", ["e"], ["y"], name="to_float", to=TensorProto.FLOAT)]
-    graph = helper.make_graph(
-        nodes, "f64", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    model = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    model = load_model(through_double(relu_first=True))
     table = _table(model, "openvino", "onnxruntime")
     everything = Proposal(("relu", "to_double", "neg", "to_float"), "all of it", "all")
     with proposer("greedy-ov", "openvino", lambda m, t: [everything]):
