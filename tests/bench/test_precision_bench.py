@@ -114,3 +114,20 @@ def test_the_throughput_ratio_is_paired_against_the_latency_plan() -> None:
     assert result["throughput"][precision.BASE]["per_second"] == per_call * 1e3 / 8.0
     summary = precision.summary([result])
     assert summary["throughput_vs_latency_plan_cnn_geomean"] == 2.0
+
+
+@needs_both
+def test_the_cold_compile_table_runs_each_compile_in_a_fresh_process(tmp_path: Path) -> None:
+    from bench import precision_cold
+
+    out = tmp_path / "out"
+    assert precision_cold.main(["--models", "mlp", "--rounds", "2", "--out", str(out)]) == 0
+    result = json.loads((out / "precision-cold.json").read_text())
+    assert result["rounds"] == 2 and result["config"] == precision.CONFIG
+    (row,) = result["rows"]
+    assert row["model"] == "mlp" and len(row["fp32_seconds"]) == 2
+    assert len(row["precision_seconds"]) == 2 and row["warm_seconds"] > 0
+    assert row["ratio"] == round(row["precision_median"] / row["fp32_median"], 2)
+    text = (out / "precision-cold.md").read_text()
+    assert "| mlp | " in text and "ratio (lower is cheaper)" in text
+    assert "python -m bench.precision_cold --models mlp --rounds 2" in text

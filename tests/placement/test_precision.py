@@ -19,8 +19,11 @@ from tessera.placement import Plan
 from tessera.placement._plan import make_partitions
 from tessera.placement._precision import (
     MIN_SAVING,
+    PROBE,
     _within_budget,
     budget_used,
+    hopeless,
+    int8_speedup_bound,
     not_tried,
     predicted_saving,
     variants_of,
@@ -59,6 +62,38 @@ def test_the_predicted_saving_of_a_partial_plan() -> None:
     assert predicted_saving(0.73, 4.6) < MIN_SAVING
     # MobileNetV2-like: 0.66 of fp32, 1.5 times over: searched
     assert predicted_saving(0.66, 1.5) > MIN_SAVING
+
+
+def test_a_variant_far_over_the_budget_is_hopeless_at_int8s_best_speed() -> None:
+    bound = int8_speedup_bound()
+    assert bound in (4.0, 16.0)
+    # BERT-base's whole-model int8 forms (8-9 times over) and GPT-2-small's (26-59 times)
+    if bound == 4.0:
+        assert hopeless(7.8) and hopeless(9.0)
+    assert hopeless(26.0) and hopeless(59.0)
+    # within the budget, or a little over it (MobileNetV2-like): worth timing
+    assert not hopeless(0.5) and not hopeless(1.5) and not hopeless(float("nan"))
+    assert all(predicted_saving(1.0 / bound, used) < MIN_SAVING
+               for used in (26.0, 59.0))
+
+
+def test_a_hopeless_variant_is_neither_timed_nor_validated_past_the_probe() -> None:
+    name = "resnet-tiny"
+    samples = _samples(name, 8)
+    # int8 cannot keep every output within 1e-9 of fp32: every variant is hopeless
+    compiled = tessera.compile(zoo.export(name), "onnxruntime", samples=samples,
+                               accuracy="max-abs<=1e-9")
+    record = compiled.plan.stats.precision
+    assert record is not None and record.status == "searched" and record.kept == "fp32"
+    assert len(record.variants) == 2
+    for variant in record.variants:
+        assert variant.whole_used is not None and hopeless(variant.whole_used)
+        assert variant.whole_ms is None and "not timed" in variant.note
+        assert f"on {PROBE} validation sample(s)" in variant.note
+    assert not record.end_to_end_ms  # fp32 had nothing to race
+    assert all(Target(str(p.target)).attrs.get("precision") is None
+               for p in compiled.plan.partitions)
+    assert compiled.plan.stats.accuracy is not None and compiled.plan.stats.accuracy.met
 
 
 def test_not_tried_says_why() -> None:
