@@ -211,6 +211,12 @@ class Backend:
         the data belongs to the key of a kept compiled form."""
         return False
 
+    def precision_form(self, target: Target) -> str | None:
+        """The name of the lower-precision model `target` compiles from, the same for every
+        backend that runs that model (ONNX Runtime's static QDQ form runs on ONNX Runtime
+        and OpenVINO), so its accuracy judged on one holds for the other; None in fp32."""
+        return None
+
     # -- thread policy and native baseline -----------------------------------------------
     def thread_settings(self, policy: PolicyName, budget: int) -> dict[str, Any]:
         """Target attributes the plan's thread policy sets where the user left them open:

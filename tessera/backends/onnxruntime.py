@@ -183,6 +183,10 @@ class OnnxRuntimeBackend(Backend):
     def calibrated(self, target: Target) -> bool:
         return target.attrs.get("int8-recipe") == "static"
 
+    def precision_form(self, target: Target) -> str | None:
+        recipe = target.attrs.get("int8-recipe")
+        return f"onnxruntime-quantizer {recipe}" if recipe else None
+
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         wide, widened = widen_boundary(submodel)
         session = _session(wide.SerializeToString(), target)

@@ -268,6 +268,12 @@ class OpenVinoBackend(ProbedBackend):
     def calibrated(self, target: Target) -> bool:
         return bool(target.attrs["precision"] == "int8")
 
+    def precision_form(self, target: Target) -> str | None:
+        # int8 is ONNX Runtime's static QDQ form (`_quantize`); bf16/f16 are OpenVINO's own
+        precision = target.attrs["precision"]
+        return "onnxruntime-quantizer static" if precision == "int8" else (
+            None if precision == "f32" else f"openvino {precision}")
+
     @staticmethod
     def _check_precision(target: Target) -> None:
         wanted = _CAPABILITY.get(target.attrs["precision"])

@@ -7,7 +7,10 @@ backend's):
 
 1. every variant runs on every segment it supports, and the fp32 plan and these whole-model
    variants race end to end; a variant no faster than fp32 is dropped (dynamic int8 makes
-   convolutions 5-11x slower);
+   convolutions 5-11x slower); a variant many times over the budget on its first
+   validation samples stops there untimed (`hopeless`: no partial plan of it could save 10%
+   even at int8's best speed-up), and another variant of the same quantized model on the
+   same segments is not built (ONNX Runtime and OpenVINO run one QDQ form);
 2. a variant that misses the budget on the whole model is measured one segment at a time
    (only the one predicted to save the most, and only when it is predicted to save 10%),
    and the segments that cost the least error per unit of work stay quantized while their
@@ -194,10 +197,20 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     variants = variants_of(config)
     records: dict[str, VariantRecord] = {}
     whole: dict[str, tuple[Target, Plan, Built, AccuracyReport]] = {}
+    # the hopeless forms: (form, segments) -> the variant that judged it, and its share
+    hopeless_forms: dict[tuple[str, tuple[int, ...]], tuple[str, float]] = {}
     for variant in variants:
         chosen = tuple(s.index for s in cut if _runs(table, s, variant))
         if not chosen:
             records[str(variant)] = VariantRecord(str(variant), note="runs no segment")
+            continue
+        form = backends.get(variant.kind.name).precision_form(variant) or str(variant)
+        if (form, chosen) in hopeless_forms:
+            judged, used = hopeless_forms[(form, chosen)]
+            records[str(variant)] = VariantRecord(str(variant), whole_used=used,
+                                                  segments=chosen, note=(
+                f"the same {form} model as `{judged}`, {used:.1f} times over the budget: "
+                "not built"))
             continue
         # as one would quantize it by hand: every segment it runs, neighbours merged
         plan = _plan(flow, cut, fp32_of, dict.fromkeys(chosen, variant), fp32,
@@ -209,6 +222,7 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
         used = budget_used(report, budget)
         records[str(variant)] = VariantRecord(str(variant), whole_used=used, segments=chosen)
         if not report.met and hopeless(used):
+            hopeless_forms[(form, chosen)] = (str(variant), used)
             # not timed: no partial plan of it could save enough to pay for its search
             records[str(variant)] = replace(records[str(variant)], note=(
                 f"misses the budget on the whole model, {used:.1f} times over on "

@@ -77,19 +77,39 @@ def test_a_variant_far_over_the_budget_is_hopeless_at_int8s_best_speed() -> None
                for used in (26.0, 59.0))
 
 
+def test_backends_running_one_quantized_model_name_the_same_form() -> None:
+    ort, ov = backends.get("onnxruntime"), backends.get("openvino")
+    static = ort.precision_form(Target("onnxruntime -precision=int8 -int8-recipe=static"))
+    assert static == "onnxruntime-quantizer static"
+    assert ov.precision_form(Target("openvino -precision=int8")) == static
+    assert ort.precision_form(Target("onnxruntime -precision=int8 -int8-recipe=dynamic")) \
+        == "onnxruntime-quantizer dynamic"
+    assert ort.precision_form(Target("onnxruntime")) is None
+    assert ov.precision_form(Target("openvino")) is None
+    assert ov.precision_form(Target("openvino -precision=bf16")) == "openvino bf16"
+    assert backends.get("torch").precision_form(Target("torch")) is None
+
+
 def test_a_hopeless_variant_is_neither_timed_nor_validated_past_the_probe() -> None:
     name = "resnet-tiny"
     samples = _samples(name, 8)
     # int8 cannot keep every output within 1e-9 of fp32: every variant is hopeless
-    compiled = tessera.compile(zoo.export(name), "onnxruntime", samples=samples,
+    compiled = tessera.compile(zoo.export(name), "openvino,onnxruntime", samples=samples,
                                accuracy="max-abs<=1e-9")
     record = compiled.plan.stats.precision
     assert record is not None and record.status == "searched" and record.kept == "fp32"
-    assert len(record.variants) == 2
+    by_target = {v.target: v for v in record.variants}
     for variant in record.variants:
         assert variant.whole_used is not None and hopeless(variant.whole_used)
-        assert variant.whole_ms is None and "not timed" in variant.note
-        assert f"on {PROBE} validation sample(s)" in variant.note
+        assert variant.whole_ms is None
+    for judged in ("openvino -precision=int8", "onnxruntime -precision=int8 -int8-recipe=dynamic"):
+        assert "not timed" in by_target[judged].note
+        assert f"on {PROBE} validation sample(s)" in by_target[judged].note
+    # ONNX Runtime's static form is the QDQ model OpenVINO's int8 just missed with
+    same = by_target["onnxruntime -precision=int8 -int8-recipe=static"]
+    assert same.note.startswith("the same onnxruntime-quantizer static model as "
+                                "`openvino -precision=int8`") and "not built" in same.note
+    assert same.whole_used == by_target["openvino -precision=int8"].whole_used
     assert not record.end_to_end_ms  # fp32 had nothing to race
     assert all(Target(str(p.target)).attrs.get("precision") is None
                for p in compiled.plan.partitions)
