@@ -277,9 +277,11 @@ def search_line(stats: SearchStats) -> str | None:
     """What the search measured (None: nothing was searched)."""
     if not stats.candidates:
         return None
+    coarse = f"; {stats.coarse}" if stats.coarse is not None else ""
     return (f"search: {stats.candidates} candidates, {stats.measurements} measured, "
             f"{stats.cache_hits} from the cost database; measuring "
-            f"{stats.measure_seconds or 0.0:.2f} s, search {stats.search_seconds or 0.0:.3f} s")
+            f"{stats.measure_seconds or 0.0:.2f} s, search {stats.search_seconds or 0.0:.3f} s"
+            f"{coarse}")
 
 
 def placement_table(plan: Plan, model: Model, title: str) -> Table:

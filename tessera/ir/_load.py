@@ -12,6 +12,7 @@ from tessera.errors import ModelError
 from tessera.ir import _dtypes as dtypes
 from tessera.ir import _filememo
 from tessera.ir._constant import constant_tensor
+from tessera.ir._fold import fold_constants, initializers_not_inputs
 from tessera.ir._graph import topological_order
 from tessera.ir._light import weights_as_inputs
 from tessera.ir._verify import verify_model
@@ -360,11 +361,10 @@ def simplify(model: onnx.ModelProto, *, verify: bool = False) -> onnx.ModelProto
     Constant nodes for its 170 real ones). With `verify`, the IR verifier runs after each
     pass on a model that passed it before the first (an input that does not is reported by
     the checks after cleanup, in their own words)."""
-    if model.ir_version < 4:  # initializers must then also be graph inputs: leave it alone
-        return model
     verify = verify and _verifies(model)
+    initializers_not_inputs(model)
     for name, cleanup in _CLEANUPS:
-        cleanup(model.graph)
+        cleanup(model)
         if verify:
             verify_model(model, when=f"after the graph cleanup {name!r}")
     return model
@@ -425,5 +425,18 @@ def _rename_inputs(graph: onnx.GraphProto, rename: Mapping[str, str]) -> None:
                 _rename_inputs(sub, rename)
 
 
-_CLEANUPS = (("Constant nodes to initializers", _fold_constant_nodes),
-             ("drop pass-through Identity nodes", _drop_identities))
+def _fold_constant_nodes_of(model: onnx.ModelProto) -> None:
+    _fold_constant_nodes(model.graph)
+
+
+def _drop_identities_of(model: onnx.ModelProto) -> None:
+    _drop_identities(model.graph)
+
+
+def _fold_constants(model: onnx.ModelProto) -> None:
+    fold_constants(model)
+
+
+_CLEANUPS = (("Constant nodes to initializers", _fold_constant_nodes_of),
+             ("drop pass-through Identity nodes", _drop_identities_of),
+             ("fold nodes of constant inputs", _fold_constants))

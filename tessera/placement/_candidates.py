@@ -26,9 +26,11 @@ class Candidate:
 
 
 def generate(flow: DataflowGraph, table: SupportTable, max_size: int,
-             extra: Iterable[Candidate] = (), proposed: Iterable[Candidate] = ()
-             ) -> list[Candidate]:
-    """`proposed` come first, so a set both proposed and grouped keeps its proposer."""
+             extra: Iterable[Candidate] = (), proposed: Iterable[Candidate] = (),
+             within: NodeSet | None = None) -> list[Candidate]:
+    """`proposed` come first, so a set both proposed and grouped keeps its proposer. With
+    `within`, the grouped candidates (single nodes, grown sets, maximal regions) hold only
+    its nodes: the part of the model the fine search refines (`_regions`)."""
     found: dict[tuple[str, NodeSet], Candidate] = {}
 
     def add(mask: NodeSet, target: Target) -> None:
@@ -39,7 +41,8 @@ def generate(flow: DataflowGraph, table: SupportTable, max_size: int,
     for target in table.targets:
         # the reference is slow everywhere: it is a candidate only where nothing else runs
         mine = [i for i in range(len(flow)) if target in table.allowed[i]
-                and (target != FALLBACK or table.allowed[i] == (FALLBACK,))]
+                and (target != FALLBACK or table.allowed[i] == (FALLBACK,))
+                and (within is None or within >> i & 1)]
         allowed = 0
         for i in mine:
             allowed |= 1 << i

@@ -22,32 +22,15 @@ from tessera.placement._plan import Plan, make_partitions
 from tessera.placement._points import Points
 from tessera.placement._priority import TIE, tie_broken, within_noise
 from tessera.placement._proposed import proposed_candidates
+from tessera.placement._regions import REGION_NODES, SLOW, Slowness, coarse_choice, regions
 from tessera.placement._search import SearchBudgetError, cheapest_cover
-from tessera.placement._stats import InvalidCandidate, SearchStats, ShapesRecord
+from tessera.placement._stats import CoarseRecord, InvalidCandidate, SearchStats, ShapesRecord
 from tessera.placement._support import FALLBACK, SupportTable
 from tessera.placement._variants import keep_faster, small_candidates
 from tessera.target import Target
 
 Progress = Callable[[int, int, str], None]  # candidates priced, of all, current target
-
-
-@dataclass(frozen=True)
-class _Priced:
-    """Costs of a batch of candidates, and how they were found."""
-
-    costs: list[Cost]
-    candidates: int
-    measurements: int
-    cache_hits: int
-    measure_seconds: float
-    at_points: list[tuple[float | None, ...]]  # per candidate: its cost at each point
-
-    def __add__(self, other: _Priced) -> _Priced:
-        return _Priced(self.costs + other.costs, self.candidates + other.candidates,
-                       self.measurements + other.measurements,
-                       self.cache_hits + other.cache_hits,
-                       round(self.measure_seconds + other.measure_seconds, 3),
-                       self.at_points + other.at_points)
+FINE_ALL = 2 * REGION_NODES  # models this small are searched node by node everywhere
 
 
 def single_target_table(table: SupportTable, target: Target) -> SupportTable | None:
@@ -80,21 +63,27 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     tight loop runs faster than inside a chain, where its pool must wake and its inputs
     arrive cold (`_decide` calibrates it end to end). `measurer` defaults to the isolated
     worker. A model with symbolic dimensions is measured at each of `points` and a cost is
-    the points' weighted mean."""
+    the points' weighted mean. A model of more than `FINE_ALL` nodes is first measured in
+    regions (`_regions`): only where a mix of targets could win is it searched node by
+    node, and targets many times slower everywhere stop being measured."""
     flow = model.dataflow
     plans = known_plans(model, table, min_block_size)
     index = {name: i for i, name in enumerate(flow.names)}
+    pricer = _Pricer(model, db, measurer or LocalMeasurer(), foreign_costs, progress, points)
+    within, coarse, slow = _coarse(pricer, table, partition_overhead_ms)
     extra = [Candidate(_mask(p.nodes, index), p.target)
-             for plan in plans.values() for p in plan.partitions]
+             for plan in plans.values() for p in plan.partitions if str(p.target) not in slow]
     proposed, proposals = proposed_candidates(model, table)
-    candidates = generate(flow, table, max_candidate_size, extra, proposed)
-    run: Measurer = measurer or LocalMeasurer()
-    priced = _costs(model, candidates, db, run, foreign_costs, progress, points)
-    rescue = _uncovered_fallbacks(len(flow), table, candidates, priced.costs)
+    proposed = [c for c in proposed if str(c.target) not in slow]
+    candidates = pricer.candidates + [
+        c for c in generate(flow, table, max_candidate_size, extra, proposed, within)
+        if not (c.target != FALLBACK and str(c.target) in slow)
+        and (c.mask, str(c.target)) not in pricer.costs]
+    costs = pricer.price(candidates)
+    rescue = _uncovered_fallbacks(len(flow), table, candidates, costs)
     if rescue:  # every candidate of these nodes failed to run: the reference takes them
-        priced = priced + _costs(model, rescue, db, run, foreign_costs, progress, points)
+        costs = costs + pricer.price(rescue)
         candidates = candidates + rescue
-    costs = priced.costs
     usable = [(c, costs[i]) for i, c in enumerate(candidates) if costs[i].ok]
     invalid = [(c, k) for c, k in zip(candidates, costs, strict=True) if not k.ok]
     examples = tuple(  # what crashed, hung or failed, for explain
@@ -131,70 +120,128 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     one_thread = None
     tried = small_candidates(chosen, sum(1 << i for i in table.pinned))
     if tried:  # small partitions may run faster on one thread: measured, not assumed
-        variants = _costs(model, [c for _, c in tried], db, run, foreign_costs, progress,
-                          points)
+        variants = pricer.price([c for _, c in tried])
         before = sum(float(cost.ms or 0.0) for _, cost in chosen)
-        chosen, one_thread = keep_faster(chosen, tried, variants.costs)
+        chosen, one_thread = keep_faster(chosen, tried, variants)
         modelled -= before - sum(float(cost.ms or 0.0) for _, cost in chosen)
         candidates = candidates + [c for _, c in tried]
-        priced = priced + variants
+        costs = costs + variants
     stats = SearchStats(
-        candidates=priced.candidates, measurements=priced.measurements,
-        cache_hits=priced.cache_hits, measure_seconds=priced.measure_seconds,
+        candidates=len(pricer.costs), measurements=pricer.measured,
+        cache_hits=pricer.hits, measure_seconds=round(pricer.seconds, 3),
         invalid=len(invalid), invalid_examples=examples, states=states, pruned=pruned,
         modelled_ms=modelled, search_seconds=search_seconds, search_truncated=truncated,
         one_thread_partitions=one_thread, bound_ms=None if bound == math.inf else bound,
-        partition_overhead_ms=partition_overhead_ms, proposals=proposals or None)
+        partition_overhead_ms=partition_overhead_ms, proposals=proposals or None,
+        coarse=coarse)
     parts = make_partitions(flow, [(c.mask, c.target, cost.ms) for c, cost in chosen])
     if points is not None and points.dynamic:
-        at_point = {(c.mask, str(c.target)): at for c, at in zip(
-            candidates, priced.at_points, strict=True)}
         stats = stats.merged(shapes=ShapesRecord(
             points.labels(), tuple(round(w, 4) for w in points.weights), points.defaulted,
-            tuple(at_point.get((c.mask, str(c.target)), ()) for c, _ in chosen)))
-    decisions = _decisions(model, table, chosen, candidates, priced.costs)
+            tuple(pricer.at_points.get((c.mask, str(c.target)), ()) for c, _ in chosen)))
+    decisions = _decisions(model, table, chosen, candidates, costs)
     known = {name: replace(plan, partitions=tuple(
         replace(p, cost_ms=priced_at.get((_mask(p.nodes, index), str(p.target))))
         for p in plan.partitions)) for name, plan in plans.items()}
     return Plan(parts, "collage", table.reasons, decisions, stats), known
 
 
-def _costs(model: Model, candidates: list[Candidate], db: CostDB | None, run: Measurer,
-           foreign: bool, progress: Progress | None = None, points: Points | None = None
-           ) -> _Priced:
-    """Each candidate's cost, measured target by target (in blocks: a spinning pool of one
-    backend must not slow the next one's measurements). A model with symbolic dimensions
-    is measured at each of its `points` (a static view each, so the cost database keys each
-    cost by its shapes); a candidate's cost is the points' weighted mean, and it fails where
-    any point fails."""
-    views = points.views if points is not None else ((None, model),)
-    costs: list[Cost | None] = [None] * len(candidates)
-    at_points: list[tuple[float | None, ...]] = [()] * len(candidates)
-    hits = measured = 0
-    spent = 0.0
-    order = sorted(range(len(candidates)), key=lambda i: str(candidates[i].target))
-    keys: dict[str, tuple[str, str]] = {}
-    memo: dict[tuple[str, str], Cost] = {}
-    for i in order:
-        candidate = candidates[i]
-        target = candidate.target
-        if str(target) not in keys:
+def _coarse(pricer: _Pricer, table: SupportTable, overhead_ms: float
+            ) -> tuple[NodeSet | None, CoarseRecord | None, dict[str, str]]:
+    """The part of the model to search node by node (None: all of it), the record of the
+    regions step, and the targets found too slow to measure further (name -> why)."""
+    flow = pricer.model.dataflow
+    targets = [t for t in table.targets if t != FALLBACK]
+    if len(flow) <= FINE_ALL or len(targets) < 2:
+        return None, None, {}
+    cut = regions(flow, range(len(flow)))
+    costs: list[dict[str, float]] = [{} for _ in cut]
+    slowness = Slowness()
+    slow: dict[str, str] = {}
+    for target in targets:
+        for r, mask in enumerate(cut):
+            if not all(target in table.allowed[i] for i in members(mask)):
+                continue
+            best = slowness.best(r)
+            (cost,) = pricer.price([Candidate(mask, target)],
+                                   _bounded(pricer.run, SLOW * best) if best < math.inf else None)
+            ms = float(cost.ms) if cost.ok and cost.ms is not None else math.inf
+            if not math.isinf(ms):
+                costs[r][str(target)] = ms
+            slowness.record(str(target), r, ms)
+            if slowness.hopeless(str(target)):
+                slow[str(target)] = f"{target}: {slowness.describe(str(target))}"
+                break
+    kept = [str(t) for t in targets if str(t) not in slow]
+    choice = coarse_choice([{t: c for t, c in region.items() if t in kept} for region in costs],
+                           kept, overhead_ms)
+    refined = choice.refined()
+    within = 0
+    for r in refined:
+        within |= cut[r]
+    record = CoarseRecord(len(cut), round(choice.saving, 4), len(refined),
+                          tuple(slow[t] for t in sorted(slow)))
+    return within, record, slow
+
+
+def _bounded(run: Measurer, give_up_ms: float) -> Measurer | None:
+    """`run` giving a candidate up after one run slower than `give_up_ms`, where it can."""
+    bounded = getattr(run, "bounded", None)
+    return bounded(give_up_ms) if callable(bounded) else None
+
+
+class _Pricer:
+    """Candidates' costs, each priced once per compile: remembered under its structure
+    (here, or in the cost database), or measured target by target, in blocks (a spinning
+    pool of one backend must not slow the next one's measurements). A model with symbolic
+    dimensions is measured at each of its `points` (a static view each, so the cost
+    database keys each cost by its shapes); a candidate's cost is the points' weighted
+    mean, and it fails where any point fails."""
+
+    def __init__(self, model: Model, db: CostDB | None, run: Measurer, foreign: bool,
+                 progress: Progress | None, points: Points | None) -> None:
+        self.model, self.db, self.run, self.foreign = model, db, run, foreign
+        self.progress, self.points = progress, points
+        self.views = points.views if points is not None else ((None, model),)
+        self.costs: dict[tuple[NodeSet, str], Cost] = {}
+        self.at_points: dict[tuple[NodeSet, str], tuple[float | None, ...]] = {}
+        self.candidates: list[Candidate] = []  # in the order first priced
+        self._memo: dict[tuple[str, str], Cost] = {}
+        self._keys: dict[str, tuple[str, str]] = {}
+        self.hits = self.measured = 0
+        self.seconds = 0.0
+
+    def price(self, candidates: list[Candidate], run: Measurer | None = None) -> list[Cost]:
+        """Each candidate's cost, in the order given (those not known measured by `run`,
+        by default the pricer's measurer)."""
+        fresh = [c for c in dict.fromkeys(candidates) if (c.mask, str(c.target))
+                 not in self.costs]
+        total = len(self.costs) + len(fresh)
+        for candidate in sorted(fresh, key=lambda c: str(c.target)):
+            target = candidate.target
+            priced = _priced_at_points(self.model, candidate, self.views, self.points,
+                                       self._memo, self.db, run or self.run, self.foreign,
+                                       self._key(target))
+            self.hits += priced.hits
+            self.measured += priced.measured
+            self.seconds += priced.seconds
+            key = (candidate.mask, str(target))
+            self.costs[key] = _combined(priced.costs, self.points)
+            self.at_points[key] = tuple(k.ms for k in priced.costs) \
+                if len(priced.costs) == len(self.views) else ()
+            self.candidates.append(candidate)
+            if self.progress is not None:
+                self.progress(len(self.costs), total, str(target))
+        return [self.costs[(c.mask, str(c.target))] for c in candidates]
+
+    def _key(self, target: Target) -> tuple[str, str]:
+        if str(target) not in self._keys:
             version = backends.get(target.kind.name).is_available().version
-            built_for = getattr(run, "built_for", None)  # the cost of what is built
+            built_for = getattr(self.run, "built_for", None)  # the cost of what is built
             built = built_for(target) if callable(built_for) else target
-            keys[str(target)] = (built.tuning_key(), fingerprint(target.kind.name, version))
-        priced = _priced_at_points(model, candidate, views, points, memo, db, run, foreign,
-                                   keys[str(target)])
-        hits += priced.hits
-        measured += priced.measured
-        spent += priced.seconds
-        found = priced.costs
-        costs[i] = _combined(found, points)
-        at_points[i] = tuple(k.ms for k in found) if len(found) == len(views) else ()
-        if progress is not None:
-            progress(hits + measured, len(candidates), str(target))
-    return _Priced([c for c in costs if c is not None], len(candidates), measured, hits,
-                   round(spent, 3), at_points)
+            self._keys[str(target)] = (built.tuning_key(),
+                                       fingerprint(target.kind.name, version))
+        return self._keys[str(target)]
 
 
 @dataclass

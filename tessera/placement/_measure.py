@@ -9,7 +9,8 @@ isolated worker, where a backend that crashes or hangs costs only its candidate.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -32,6 +33,9 @@ class MeasureSettings:
     min_runs: int = 5
     max_runs: int = 25
     budget_s: float = 0.25  # per candidate, once min_runs are done
+    # a first run slower than this (ms) is the cost: a candidate that slow cannot win, and
+    # timing its runs (TVM untuned: 1.1 s a call on ResNet-50's first blocks) costs seconds
+    give_up_ms: float | None = None
 
 
 class Measurer(Protocol):
@@ -80,7 +84,14 @@ def measure_points(submodel: onnx.ModelProto, target: Target,
                 costs.append(Cost.failed("inputs have no static shape to measure with"))
                 continue
             run = functools.partial(compiled.run, feeds)
-            latency = time_block(run, warmup=settings.warmup if index == 0 else 1,
+            warmup = settings.warmup if index == 0 else 1
+            if settings.give_up_ms is not None:
+                first = _one_run_ms(run)  # a warm-up run as well
+                if first > settings.give_up_ms:
+                    costs.append(Cost(round(first, 6), 0.0, 1))
+                    continue
+                warmup = max(0, warmup - 1)
+            latency = time_block(run, warmup=warmup,
                                  min_runs=min_runs, max_runs=settings.max_runs,
                                  seconds=settings.budget_s / len(points))
         except TesseraError as err:
@@ -90,6 +101,12 @@ def measure_points(submodel: onnx.ModelProto, target: Target,
         else:
             costs.append(Cost(latency.median_ms, latency.spread_ms, latency.runs))
     return costs
+
+
+def _one_run_ms(run: Callable[[], object]) -> float:
+    began = time.perf_counter()
+    run()
+    return (time.perf_counter() - began) * 1000.0
 
 
 __all__ = ["MeasureSettings", "Measurer", "PointMeasurer", "measure_points", "measure_submodel"]

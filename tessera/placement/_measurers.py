@@ -4,7 +4,7 @@ worker process, where a backend that crashes or hangs costs only its candidate."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tessera import backends
 from tessera._private.text import first_line
@@ -36,6 +36,10 @@ class LocalMeasurer:
     def __call__(self, model: Model, mask: NodeSet, target: Target) -> Cost:
         return measure(model, mask, target, self.settings, isolate=self.isolate,
                        timeout_s=self.timeout_s, device=self.device(target))
+
+    def bounded(self, give_up_ms: float) -> LocalMeasurer:
+        """This measurer, giving a candidate up after one run slower than `give_up_ms`."""
+        return replace(self, settings=replace(self.settings, give_up_ms=give_up_ms))
 
     def device(self, target: Target) -> Target | None:
         return next((d for d in self.devices if d.device_type == target.device_type), None)

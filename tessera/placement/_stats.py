@@ -72,6 +72,35 @@ class ProposalRecord:
 
 
 @dataclass(frozen=True)
+class CoarseRecord:
+    """The coarse step of the search: the model in `regions` measured per target, the
+    share of the best single target's time the best mix of targets per region would save,
+    the regions then searched node by node, and the targets no longer measured because they
+    were many times slower than the best on every region tried (with how much)."""
+
+    regions: int
+    saving: float
+    refined: int
+    slow: tuple[str, ...] = ()  # 'torch: 9.3x the best on each of 3 regions'
+
+    def __str__(self) -> str:
+        fine = "the fine search skipped" if not self.refined else \
+            f"{self.refined} searched node by node"
+        slow = f"; stopped measuring {', '.join(self.slow)}" if self.slow else ""
+        return (f"{self.regions} region(s); mixing targets per region would save "
+                f"{self.saving:.1%}: {fine}{slow}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"regions": self.regions, "saving": self.saving, "refined": self.refined,
+                "slow": list(self.slow)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CoarseRecord:
+        return cls(int(data["regions"]), float(data["saving"]), int(data["refined"]),
+                   tuple(data.get("slow", ())))
+
+
+@dataclass(frozen=True)
 class VariantRecord:
     """What the precision search found for one variant target: the budget share its whole
     model used (1.0 is the bound), its latency there, each segment's share measured alone,
@@ -189,6 +218,7 @@ class SearchStats(Mapping[str, Any]):
     precision: PrecisionRecord | None = None  # the search of precision variants
     shapes: ShapesRecord | None = None  # the points a model with symbolic dims was measured at
     proposals: tuple[ProposalRecord, ...] | None = None  # backends' proposed subgraphs
+    coarse: CoarseRecord | None = None  # the regions step that bounds the fine search
 
     # -- the mapping view ------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -230,6 +260,8 @@ class SearchStats(Mapping[str, Any]):
             values["precision"] = PrecisionRecord.from_dict(values["precision"])
         if "shapes" in values and not isinstance(values["shapes"], ShapesRecord):
             values["shapes"] = ShapesRecord.from_dict(values["shapes"])
+        if "coarse" in values and not isinstance(values["coarse"], CoarseRecord):
+            values["coarse"] = CoarseRecord.from_dict(values["coarse"])
         if "end_to_end_ms" in values:
             values["end_to_end_ms"] = dict(values["end_to_end_ms"])
         if "objective" in values and not isinstance(values["objective"], Objective):
@@ -243,7 +275,8 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(SearchStats))  # the view's s
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, AccuracyReport | PrecisionRecord | ShapesRecord | Objective):
+    if isinstance(value, AccuracyReport | PrecisionRecord | ShapesRecord | Objective |
+                  CoarseRecord):
         return value.to_dict()
     if isinstance(value, tuple) and value and isinstance(value[0], InvalidCandidate |
                                                           ProposalRecord):
@@ -255,5 +288,5 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["InvalidCandidate", "PrecisionRecord", "ProposalRecord", "SearchStats",
+__all__ = ["CoarseRecord", "InvalidCandidate", "PrecisionRecord", "ProposalRecord", "SearchStats",
            "ShapesRecord", "Timing", "VariantRecord"]

@@ -1,0 +1,152 @@
+"""Constant folding before placement: nodes whose every input is a weight compute a weight,
+so they are evaluated once and become initializers, as ONNX Runtime and OpenVINO do when they
+load a model. Without it, the placement search sees hundreds of nodes that compute nothing
+at run time (ONNX's `light_inception_v2` makes its 69 convolutions' weights with 407
+ConstantOfShape and 138 Unsqueeze nodes), and a partition boundary can cut a weight off
+from the node that uses it, so its backend could no longer pre-pack it.
+
+Only shape and layout operators are folded (their results are exact), and no result larger
+than `MAX_FOLDED_BYTES`: a folded weight is memory the model keeps."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import onnx
+
+FOLDABLE = ("ConstantOfShape", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Transpose",
+            "Cast", "Concat", "Identity")
+MAX_FOLDED_BYTES = 64 << 20
+
+
+def initializers_not_inputs(model: onnx.ModelProto) -> bool:
+    """An IR version 3 model lists every initializer as a graph input too (the format asked
+    for it); such inputs are weights, not inputs a caller feeds, as ONNX Runtime also
+    treats them. They leave the inputs and the model becomes IR version 4. True if changed."""
+    if model.ir_version >= 4:
+        return False
+    weights = {t.name for t in model.graph.initializer}
+    kept = [v for v in model.graph.input if v.name not in weights]
+    if len(kept) != len(model.graph.input):
+        del model.graph.input[:]
+        model.graph.input.extend(kept)
+    model.ir_version = 4
+    return True
+
+
+def fold_constants(model: onnx.ModelProto) -> int:
+    """Nodes of `FOLDABLE` operators whose inputs are all initializers (not graph inputs,
+    which a caller may override) replaced by the initializers they compute, in one pass in
+    graph order so chains fold; initializers no longer used are dropped. The count folded."""
+    from onnx import numpy_helper
+
+    graph = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    inputs = {v.name for v in graph.input}
+    constant = {t.name: t for t in graph.initializer if t.name not in inputs}
+    arrays: dict[str, Any] = {}
+    kept, folded = [], 0
+    for node in graph.node:
+        values = _folded(node, constant, arrays, opset)
+        if values is None:
+            kept.append(node)
+            continue
+        folded += 1
+        for name, value in zip(node.output, values, strict=True):
+            arrays[name] = value
+            tensor = numpy_helper.from_array(value, name)
+            constant[name] = tensor
+            graph.initializer.append(tensor)
+    if folded:
+        del graph.node[:]
+        graph.node.extend(kept)
+        _drop_unused_initializers(graph)
+    return folded
+
+
+def _folded(node: onnx.NodeProto, constant: dict[str, onnx.TensorProto],
+            arrays: dict[str, Any], opset: int) -> list[Any] | None:
+    """The node's outputs computed, or None when it is not folded."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    if node.op_type not in FOLDABLE or node.domain not in ("", "ai.onnx"):
+        return None
+    if not node.input or any(name and name not in constant for name in node.input):
+        return None
+    if any(a.type in (a.GRAPH, a.GRAPHS) for a in node.attribute) or len(node.output) != 1:
+        return None
+    feeds: list[Any] = []
+    for name in node.input:
+        if not name:
+            feeds.append(None)
+            continue
+        if name not in arrays:
+            arrays[name] = numpy_helper.to_array(constant[name])
+        feeds.append(arrays[name])
+    if node.op_type == "ConstantOfShape":
+        shape = np.asarray(feeds[0], dtype=np.int64).reshape(-1)
+        if (shape < 0).any() or int(np.prod(shape)) * 8 > MAX_FOLDED_BYTES:
+            return None
+    try:
+        value = _evaluate(node, feeds, opset)
+    except Exception:  # an operator the evaluator rejects stays a node for its backend
+        return None
+    if not isinstance(value, np.ndarray) or value.nbytes > MAX_FOLDED_BYTES or \
+            value.dtype == object:
+        return None
+    return [value]
+
+
+def _evaluate(node: onnx.NodeProto, feeds: list[Any], opset: int) -> Any:
+    """The node on its constant inputs: the two operators that make weights in bulk
+    directly, the others by ONNX's reference implementation at the model's opset."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    attrs = {a.name: a for a in node.attribute}
+    if node.op_type == "ConstantOfShape":
+        fill = numpy_helper.to_array(attrs["value"].t).reshape(-1) if "value" in attrs \
+            else np.zeros(1, np.float32)
+        shape = tuple(int(d) for d in np.asarray(feeds[0]).reshape(-1))
+        return np.full(shape, fill[0], dtype=fill.dtype)
+    if node.op_type == "Unsqueeze" and opset < 13 and "axes" in attrs:
+        value = np.asarray(feeds[0])
+        for axis in sorted(a + value.ndim + len(attrs["axes"].ints) if a < 0 else a
+                           for a in attrs["axes"].ints):
+            value = np.expand_dims(value, axis)
+        return value
+    names = [f"in{i}" if name else "" for i, name in enumerate(node.input)]
+    bare = onnx.helper.make_node(node.op_type, names, ["out"], domain=node.domain)
+    bare.attribute.extend(node.attribute)
+    graph = onnx.helper.make_graph([bare], "fold", [onnx.helper.make_tensor_value_info(
+        n, onnx.TensorProto.UNDEFINED, None) for n in names if n],
+        [onnx.helper.make_tensor_value_info("out", onnx.TensorProto.UNDEFINED, None)])
+    evaluator = ReferenceEvaluator(onnx.helper.make_model(
+        graph, opset_imports=[onnx.helper.make_opsetid("", max(opset, 7))]))
+    (result,) = evaluator.run(None, {n: v for n, v in zip(names, feeds, strict=True) if n})
+    return result
+
+
+def _drop_unused_initializers(graph: onnx.GraphProto) -> None:
+    used = {value.name for value in graph.output}
+    _collect_inputs(graph, used)
+    kept = [t for t in graph.initializer if t.name in used]
+    if len(kept) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+
+
+def _collect_inputs(graph: onnx.GraphProto, used: set[str]) -> None:
+    """Every value name a node reads, also inside subgraphs (which read outer values)."""
+    for node in graph.node:
+        used.update(node.input)
+        for attr in node.attribute:
+            for sub in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
+                _collect_inputs(sub, used)
+
+
+__all__ = ["FOLDABLE", "MAX_FOLDED_BYTES", "fold_constants", "initializers_not_inputs"]
