@@ -38,7 +38,8 @@ def conv_stack(blocks: int, channels: int = 16, size: int = 32, seed: int = 0) -
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
-    return model.SerializeToString()
+    data: bytes = model.SerializeToString()
+    return data
 
 
 def light_model(name: str) -> Path:

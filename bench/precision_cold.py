@@ -28,15 +28,16 @@ from tessera import zoo
 OUT = Path(__file__).resolve().parent / "results"
 
 
-def compile_seconds(name: str, cache: Path, precision: bool) -> dict[str, Any]:
+def compile_seconds(name: str, cache: Path, precision: bool, fine_search: str = "auto"
+                    ) -> dict[str, Any]:
     """One cold compile in this process (and with `precision`, a warm one after it)."""
     from tessera.runtime import compile as compile_model  # tessera.compile
 
     path = str(zoo.export(name))
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"fine_search": fine_search}
     if precision:
-        options = {"samples": [zoo.example_inputs(name, seed=s) for s in range(SAMPLES)],
-                   "accuracy": str(budget_for(name))}
+        options.update(samples=[zoo.example_inputs(name, seed=s) for s in range(SAMPLES)],
+                       accuracy=str(budget_for(name)))
     with cold_caches(cache):
         began = time.perf_counter()
         compiled = compile_model(path, CONFIG, **options)
@@ -50,12 +51,13 @@ def compile_seconds(name: str, cache: Path, precision: bool) -> dict[str, Any]:
             "plan": compiled.plan.summary().splitlines()[0]}
 
 
-def _in_child(name: str, cache: Path, precision: bool) -> dict[str, Any]:
+def _in_child(name: str, cache: Path, precision: bool, fine_search: str = "auto"
+              ) -> dict[str, Any]:
     """`compile_seconds` in a fresh interpreter: nothing an earlier compile left in memory
     (quantized forms, loaded sessions) makes the next one warm."""
     code = ("import json, sys; from pathlib import Path; from bench.precision_cold import "
             f"compile_seconds; print(json.dumps(compile_seconds({name!r}, Path({str(cache)!r}),"
-            f" {precision!r})))")
+            f" {precision!r}, {fine_search!r})))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, cwd=Path(__file__).resolve().parent.parent)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -73,15 +75,21 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.models:
             zoo.export(name)
             fp32: list[float] = []
+            exact: list[float] = []
             searched: list[dict[str, Any]] = []
             for round_ in range(args.rounds):
                 fp32.append(_in_child(name, Path(tmp, name, f"fp32-{round_}"), False)["seconds"])
+                exact.append(_in_child(name, Path(tmp, name, f"exact-{round_}"), False,
+                                       "everywhere")["seconds"])
                 searched.append(_in_child(name, Path(tmp, name, f"int8-{round_}"), True))
                 print(f"{name} round {round_ + 1}: {fp32[-1]} s, {searched[-1]['seconds']} s",
                       file=sys.stderr, flush=True)
             fp32_median = round(statistics.median(fp32), 1)
             searched_median = round(statistics.median(s["seconds"] for s in searched), 1)
-            rows.append({"model": name, "fp32_seconds": fp32,
+            exact_median = round(statistics.median(exact), 1)
+            rows.append({"model": name, "fp32_seconds": fp32, "exact_seconds": exact,
+                         "exact_median": exact_median,
+                         "exact_ratio": round(searched_median / exact_median, 2),
                          "precision_seconds": [s["seconds"] for s in searched],
                          "fp32_median": fp32_median, "precision_median": searched_median,
                          "ratio": round(searched_median / fp32_median, 2),
@@ -102,16 +110,21 @@ def table(result: dict[str, Any]) -> str:
              f"Command: `{result['command']}` at commit `{result['commit']}`", "",
              f"Machine: {result['machine']}", "",
              f"Each compile cold (empty caches, a fresh process), config `{result['config']}`: "
-             f"fp32 only (no samples), then with {SAMPLES} samples and the budget of "
+             "fp32 only (no samples), with the default search (`fine-search=auto`: regions "
+             "first) and with the exact one (`fine-search=everywhere`, the search before "
+             f"regions existed); then with {SAMPLES} samples and the budget of "
              f"bench/results/precision.md; {result['rounds']} alternating round(s), the "
-             "median of each and the ratio of the medians. Warm: the slowest compile "
+             "median of each and the ratios of the medians. Warm: the slowest compile "
              "with the precision search run again on its own caches.", "",
-             "| model | fp32 only s (median; rounds) | with the precision search s (median; "
-             "rounds) | ratio (lower is cheaper) | warm s | plan kept |",
-             "|---|---|---|---|---|---|"]
+             "| model | fp32 only s (median; rounds) | fp32, exact search s | with the "
+             "precision search s (median; rounds) | ratio to fp32 (lower is cheaper) | "
+             "ratio to fp32, exact search | warm s | plan kept |",
+             "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['model']} | {r['fp32_median']}; {', '.join(map(str, r['fp32_seconds']))} "
+              f"| {r['exact_median']}; {', '.join(map(str, r['exact_seconds']))} "
               f"| {r['precision_median']}; {', '.join(map(str, r['precision_seconds']))} | "
-              f"{r['ratio']}x | {r['warm_seconds']} | {r['plan']} |" for r in result["rows"]]
+              f"{r['ratio']}x | {r['exact_ratio']}x | {r['warm_seconds']} | {r['plan']} |"
+              for r in result["rows"]]
     return "\n".join(lines) + "\n"
 
 

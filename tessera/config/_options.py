@@ -53,6 +53,7 @@ PARTITIONERS = ("auto", "greedy", "collage")
 OBJECTIVES = ("latency", "throughput")
 MEASURE_TIMEOUT_S = 120.0  # one candidate's compile and runs, before it counts as hung
 THREAD_POLICIES = ("auto", "native", "shared")
+FINE_SEARCHES = ("auto", "everywhere")
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,13 @@ def _thread_policy(value: object) -> str:
     if not isinstance(value, str) or value not in THREAD_POLICIES:
         raise ValueError(f"{value!r} is not one of {', '.join(THREAD_POLICIES)}"
                          + did_you_mean(str(value), list(THREAD_POLICIES)))
+    return value
+
+
+def _fine_search(value: object) -> str:
+    if not isinstance(value, str) or value not in FINE_SEARCHES:
+        raise ValueError(f"{value!r} is not one of {', '.join(FINE_SEARCHES)}"
+                         + did_you_mean(str(value), list(FINE_SEARCHES)))
     return value
 
 
@@ -167,6 +175,12 @@ class FlowOptions:
         3, "collage: largest connected node set grown as a candidate (each target's maximal "
         "regions and whole-model plans are candidates whatever this is)",
         cache_key=True, parse=_positive_int)
+    fine_search: str = _option(
+        "auto", "collage: where candidates of a few nodes are measured: auto (everywhere on a "
+        "model of up to 80 nodes; on a larger one, whole regions of about 40 nodes are "
+        "measured first, and only regions where a mix of targets could win are searched "
+        "node by node) or everywhere (the exact search of the cost model over every "
+        "candidate; slow on large models)", cache_key=True, parse=_fine_search)
     foreign_costs: bool = _option(
         False, "collage: use cost records measured on another machine fingerprint when this "
         "machine has none", cache_key=True, parse=parse_bool)

@@ -22,7 +22,15 @@ from tessera.placement._plan import Plan, make_partitions
 from tessera.placement._points import Points
 from tessera.placement._priority import TIE, tie_broken, within_noise
 from tessera.placement._proposed import proposed_candidates
-from tessera.placement._regions import REGION_NODES, SLOW, Slowness, coarse_choice, regions
+from tessera.placement._race import NEAR_SINGLE
+from tessera.placement._regions import (
+    REGION_NODES,
+    SLOW,
+    Slowness,
+    coarse_choice,
+    optimistic_single,
+    regions,
+)
 from tessera.placement._search import SearchBudgetError, cheapest_cover
 from tessera.placement._stats import CoarseRecord, InvalidCandidate, SearchStats, ShapesRecord
 from tessera.placement._support import FALLBACK, SupportTable
@@ -57,7 +65,8 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
                   max_candidate_size: int = 3, min_block_size: int = 1,
                   foreign_costs: bool = False, measurer: Measurer | None = None,
                   progress: Progress | None = None, partition_overhead_ms: float = 0.0,
-                  points: Points | None = None) -> tuple[Plan, dict[str, Plan]]:
+                  points: Points | None = None, fine_everywhere: bool = False
+                  ) -> tuple[Plan, dict[str, Plan]]:
     """The searched plan and the known plans it was bounded by (with their modelled costs).
     `partition_overhead_ms` is charged once per partition: a partition measured alone in a
     tight loop runs faster than inside a chain, where its pool must wake and its inputs
@@ -65,14 +74,19 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     worker. A model with symbolic dimensions is measured at each of `points` and a cost is
     the points' weighted mean. A model of more than `FINE_ALL` nodes is first measured in
     regions (`_regions`): only where a mix of targets could win is it searched node by
-    node, and targets many times slower everywhere stop being measured."""
+    node, and targets many times slower everywhere stop being measured; with
+    `fine_everywhere`, every model is searched node by node."""
     flow = model.dataflow
     plans = known_plans(model, table, min_block_size)
     index = {name: i for i, name in enumerate(flow.names)}
     pricer = _Pricer(model, db, measurer or LocalMeasurer(), foreign_costs, progress, points)
-    within, coarse, slow = _coarse(pricer, table, partition_overhead_ms)
+    within, coarse, slow, unpromising = (None, None, {}, ()) if fine_everywhere else \
+        _coarse(pricer, table, partition_overhead_ms)
+    # a single-target plan bound to lose is not priced: it would be neither the bound nor
+    # a rival in the race (light_resnet50 on IREE alone: 60 partitions around what it lacks)
     extra = [Candidate(_mask(p.nodes, index), p.target)
-             for plan in plans.values() for p in plan.partitions if str(p.target) not in slow]
+             for name, plan in plans.items() if name not in unpromising
+             for p in plan.partitions if str(p.target) not in slow]
     proposed, proposals = proposed_candidates(model, table)
     proposed = [c for c in proposed if str(c.target) not in slow]
     candidates = pricer.candidates + [
@@ -147,13 +161,16 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
 
 
 def _coarse(pricer: _Pricer, table: SupportTable, overhead_ms: float
-            ) -> tuple[NodeSet | None, CoarseRecord | None, dict[str, str]]:
+            ) -> tuple[NodeSet | None, CoarseRecord | None, dict[str, str], tuple[str, ...]]:
     """The part of the model to search node by node (None: all of it), the record of the
-    regions step, and the targets found too slow to measure further (name -> why)."""
+    regions step, the targets found too slow to measure further (name -> why), and the
+    known plans not worth pricing (the single-target plans the regions show are more than
+    `NEAR_SINGLE` over the best one, even where they did not run, or that do not run
+    every region whole)."""
     flow = pricer.model.dataflow
     targets = [t for t in table.targets if t != FALLBACK]
     if len(flow) <= FINE_ALL or len(targets) < 2:
-        return None, None, {}
+        return None, None, {}, ()
     cut = regions(flow, range(len(flow)))
     costs: list[dict[str, float]] = [{} for _ in cut]
     slowness = Slowness()
@@ -173,15 +190,20 @@ def _coarse(pricer: _Pricer, table: SupportTable, overhead_ms: float
                 slow[str(target)] = f"{target}: {slowness.describe(str(target))}"
                 break
     kept = [str(t) for t in targets if str(t) not in slow]
-    choice = coarse_choice([{t: c for t, c in region.items() if t in kept} for region in costs],
-                           kept, overhead_ms)
+    kept_costs = [{t: c for t, c in region.items() if t in kept} for region in costs]
+    choice = coarse_choice(kept_costs, kept, overhead_ms)
+    # a target missing from a region runs it in pieces around what it lacks: its plan is a
+    # mix, which the greedy plan and the refined regions already cover
+    unpromising = tuple(f"only {t}" for t in kept if choice.single is not None and (
+        optimistic_single(kept_costs, t) > NEAR_SINGLE * choice.single_ms
+        or any(region and t not in region for region in kept_costs)))
     refined = choice.refined()
     within = 0
     for r in refined:
         within |= cut[r]
     record = CoarseRecord(len(cut), round(choice.saving, 4), len(refined),
                           tuple(slow[t] for t in sorted(slow)))
-    return within, record, slow
+    return within, record, slow, unpromising
 
 
 def _bounded(run: Measurer, give_up_ms: float) -> Measurer | None:

@@ -175,6 +175,7 @@ def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
     while True:
         searched, known = place_collage(
             model, table, db=db, max_candidate_size=options.max_candidate_size,
+            fine_everywhere=options.fine_search == "everywhere",
             min_block_size=options.min_block_size, foreign_costs=options.foreign_costs,
             measurer=measurer, progress=progress, partition_overhead_ms=overhead,
             points=points)

@@ -104,6 +104,12 @@ def coarse_choice(costs: Sequence[Mapping[str, float]], targets: Sequence[str],
                         mixed, tuple(choice))
 
 
+def optimistic_single(costs: Sequence[Mapping[str, float]], target: str) -> float:
+    """A lower bound on `target`'s plan of the whole model: its cost on each region it ran,
+    and the best target's on each region it did not."""
+    return sum(region.get(target, min(region.values())) for region in costs if region)
+
+
 class Slowness:
     """Which targets are many times slower than the best on every region measured so far
     (a failed measurement counts as infinitely slow)."""
@@ -132,4 +138,4 @@ class Slowness:
 
 
 __all__ = ["FAR", "REGION_NODES", "SLOW", "SLOW_AFTER", "CoarseChoice", "Slowness", "coarse_choice",
-           "regions"]
+           "optimistic_single", "regions"]

@@ -129,5 +129,6 @@ def test_the_cold_compile_table_runs_each_compile_in_a_fresh_process(tmp_path: P
     assert len(row["precision_seconds"]) == 2 and row["warm_seconds"] > 0
     assert row["ratio"] == round(row["precision_median"] / row["fp32_median"], 2)
     text = (out / "precision-cold.md").read_text()
-    assert "| mlp | " in text and "ratio (lower is cheaper)" in text
+    assert "| mlp | " in text and "ratio to fp32 (lower is cheaper)" in text
+    assert len(row["exact_seconds"]) == 2 and row["exact_ratio"] > 0
     assert "python -m bench.precision_cold --models mlp --rounds 2" in text

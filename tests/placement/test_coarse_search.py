@@ -145,3 +145,15 @@ def test_a_real_compile_of_a_deep_model_measures_regions_and_agrees_with_the_ref
     got = compiled.run({"v0": x})
     np.testing.assert_allclose(got[f"v{len(ops)}"], want[f"v{len(ops)}"], rtol=1e-5,
                                atol=1e-6)
+
+
+def test_a_single_target_plan_bound_to_lose_is_not_priced() -> None:
+    costs = OpCosts({"onnxruntime": {"Relu": 1.0, "Sigmoid": 1.0},
+                     "openvino": {"Relu": 1.0, "Sigmoid": 1.0},
+                     "torch": {"Relu": 2.0, "Sigmoid": 2.0}})  # slower, not hopeless
+    plan = _place("onnxruntime,openvino,torch", costs)
+    assert plan.stats.coarse is not None and plan.stats.coarse.slow == ()
+    torch = [bin(m).count("1") for m, t in costs.measured if t == "torch"]
+    assert torch and max(torch) == 40  # its regions, never its whole-model plan
+    assert any(bin(m).count("1") == len(OPS) for m, t in costs.measured
+               if t == "onnxruntime")
