@@ -211,6 +211,11 @@ class Backend:
         the data belongs to the key of a kept compiled form."""
         return False
 
+    def variant_suits(self, variant: Target, weights_by_op: Mapping[str, int]) -> Support:
+        """Whether the precision variant `variant` is worth trying on a part of a model whose
+        weights (elements) sit in these operators; a refusal says why."""
+        return Support(True)
+
     def precision_form(self, target: Target) -> str | None:
         """The name of the lower-precision model `target` compiles from, the same for every
         backend that runs that model (ONNX Runtime's static QDQ form runs on ONNX Runtime

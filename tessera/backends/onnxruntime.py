@@ -183,6 +183,19 @@ class OnnxRuntimeBackend(Backend):
     def calibrated(self, target: Target) -> bool:
         return target.attrs.get("int8-recipe") == "static"
 
+    def variant_suits(self, variant: Target, weights_by_op: Mapping[str, int]) -> Support:
+        # quantize_dynamic is for MatMul/Gemm-heavy parts: it runs convolutions as
+        # ConvInteger, 5-11x slower than fp32 (ResNet-50, MobileNetV2)
+        if variant.attrs.get("int8-recipe") != "dynamic":
+            return Support(True)
+        conv = sum(n for op, n in weights_by_op.items() if op in ("Conv", "ConvTranspose"))
+        total = sum(weights_by_op.values())
+        if total and conv * 2 > total:
+            return Support(False, f"dynamic int8 runs convolutions as ConvInteger, several "
+                                  f"times slower than fp32, and {conv / total:.0%} of the "
+                                  "weights are convolutions'")
+        return Support(True)
+
     def precision_form(self, target: Target) -> str | None:
         recipe = target.attrs.get("int8-recipe")
         return f"onnxruntime-quantizer {recipe}" if recipe else None

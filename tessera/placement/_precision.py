@@ -204,7 +204,13 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
         if not chosen:
             records[str(variant)] = VariantRecord(str(variant), note="runs no segment")
             continue
-        form = backends.get(variant.kind.name).precision_form(variant) or str(variant)
+        backend = backends.get(variant.kind.name)
+        suits = backend.variant_suits(variant, _weights_by_op(flow, cut, chosen))
+        if not suits:
+            records[str(variant)] = VariantRecord(str(variant), segments=chosen,
+                                                  note=f"not tried: {suits.reason}")
+            continue
+        form = backend.precision_form(variant) or str(variant)
         if (form, chosen) in hopeless_forms:
             judged, used = hopeless_forms[(form, chosen)]
             records[str(variant)] = VariantRecord(str(variant), whole_used=used,
@@ -328,6 +334,28 @@ def _with_settings(judge: _Judge, plan: Plan, objective: Objective
         built, report, _ = judge.accuracy(settled)
         if report is not None and report.met:
             found.append((variant, (settled, built, report)))
+    return found
+
+
+def _weights_by_op(flow: object, cut: Sequence[Segment], chosen: Sequence[int]
+                   ) -> dict[str, int]:
+    """The weight elements of the chosen segments, by the operator that reads them."""
+    from tessera.ir import DataflowGraph
+
+    assert isinstance(flow, DataflowGraph)
+    found: dict[str, int] = {}
+    for segment in cut:
+        if segment.index not in chosen:
+            continue
+        for i in segment.nodes:
+            node = flow.nodes[i]
+            for name in node.input:
+                tensor = flow.initializers.get(name)
+                if tensor is not None:
+                    size = 1
+                    for d in tensor.dims:
+                        size *= d
+                    found[node.op_type] = found.get(node.op_type, 0) + size
     return found
 
 

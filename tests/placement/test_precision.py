@@ -90,6 +90,21 @@ def test_backends_running_one_quantized_model_name_the_same_form() -> None:
     assert backends.get("torch").precision_form(Target("torch")) is None
 
 
+def test_dynamic_int8_is_tried_only_where_matrix_products_hold_the_weights() -> None:
+    ort = backends.get("onnxruntime")
+    dynamic = Target("onnxruntime -precision=int8 -int8-recipe=dynamic")
+    static = Target("onnxruntime -precision=int8 -int8-recipe=static")
+    cnn = {"Conv": 23_000_000, "Gemm": 2_000_000}
+    refused = ort.variant_suits(dynamic, cnn)
+    assert not refused and refused.reason == (
+        "dynamic int8 runs convolutions as ConvInteger, several times slower than fp32, and "
+        "92% of the weights are convolutions'")
+    assert ort.variant_suits(static, cnn)
+    assert ort.variant_suits(dynamic, {"MatMul": 85_000_000, "Gather": 38_000_000})
+    assert ort.variant_suits(dynamic, {})
+    assert backends.get("openvino").variant_suits(Target("openvino -precision=int8"), cnn)
+
+
 def test_a_hopeless_variant_is_neither_timed_nor_validated_past_the_probe() -> None:
     name = "resnet-tiny"
     samples = _samples(name, 8)
@@ -99,12 +114,15 @@ def test_a_hopeless_variant_is_neither_timed_nor_validated_past_the_probe() -> N
     record = compiled.plan.stats.precision
     assert record is not None and record.status == "searched" and record.kept == "fp32"
     by_target = {v.target: v for v in record.variants}
-    for variant in record.variants:
+    dynamic = by_target.pop("onnxruntime -precision=int8 -int8-recipe=dynamic")
+    assert dynamic.note.startswith("not tried: dynamic int8 runs convolutions as ConvInteger")
+    assert dynamic.whole_used is None and dynamic.whole_ms is None
+    for variant in by_target.values():
         assert variant.whole_used is not None and hopeless(variant.whole_used)
         assert variant.whole_ms is None
-    for judged in ("openvino -precision=int8", "onnxruntime -precision=int8 -int8-recipe=dynamic"):
-        assert "not timed" in by_target[judged].note
-        assert f"on {PROBE} validation sample(s)" in by_target[judged].note
+    judged = by_target["openvino -precision=int8"]
+    assert "not timed" in judged.note
+    assert f"on {PROBE} validation sample(s)" in judged.note
     # ONNX Runtime's static form is the QDQ model OpenVINO's int8 just missed with
     same = by_target["onnxruntime -precision=int8 -int8-recipe=static"]
     assert same.note.startswith("the same onnxruntime-quantizer static model as "
