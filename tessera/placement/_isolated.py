@@ -117,6 +117,10 @@ class MeasureWorker:
 def _serve(conn: Any) -> None:
     import onnx
 
+    # Ctrl-C in a terminal reaches the whole process group: the compiling process decides
+    # what an interrupt means, and a worker dying of it would mark its candidate crashed
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     for module in filter(None, os.environ.get("TESSERA_PLUGINS", "").split(",")):
         importlib.import_module(module.strip())
     importlib.import_module("tessera.backends").load_plugins()  # entry-point plugins

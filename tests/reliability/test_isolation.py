@@ -86,3 +86,23 @@ def test_a_script_without_a_main_guard_can_compile(tmp_path: Path) -> None:
                           timeout=240, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("measured") == 1 and int(done.stdout.split()[-1]) > 0
+
+
+def test_the_measuring_worker_ignores_ctrl_c_meant_for_the_compile() -> None:
+    import os
+    import signal
+
+    from tessera.ir import extract_submodel, load_model
+    from tessera.placement._measure import MeasureSettings
+    from tessera.target import Target
+
+    model = load_model(mlp())
+    submodel = extract_submodel(model, model.dataflow.all_nodes()).SerializeToString()
+    worker = shared_worker()
+    first = worker.measure(submodel, "onnxruntime", MeasureSettings())
+    assert first.ok and worker._process is not None
+    restarts = worker.restarts
+    os.kill(worker._process.pid, signal.SIGINT)  # as a terminal's Ctrl-C reaches the group
+    again = worker.measure(submodel, str(Target("onnxruntime")), MeasureSettings())
+    assert again.ok and again.invalid is None
+    assert worker.restarts == restarts and worker._process.is_alive()
