@@ -48,7 +48,9 @@ class CompiledModel:
         self.inputs_names = [s.name for s in self.inputs]
         self._check = InputCheck(self.inputs, config.options.shapes)
         self.outputs = list(flow.graph_outputs)
-        constants = {n: t for n, t in flow.initializers.items() if n in self.outputs}
+        weights = model.weights
+        constants = {n: weights.inline_tensor(t) if weights is not None else t
+                     for n, t in flow.initializers.items() if n in self.outputs}
         executor = EXECUTORS.get(config.executor).load()
         self.executor = executor(plan, parts, self.inputs_names, self.outputs, constants)
         self._execute: Callable[[dict[str, Any]], dict[str, np.ndarray]] = self.executor.run
