@@ -192,10 +192,10 @@ def load_model(
         proto = _copy(proto, onnx)
     stored = _weights.directory_of(proto) if base is None else None
     if stored is not None:  # a loaded model's skeleton: its weights are where it says
-        base, material = stored, f"entry {stored.name}"
+        base = stored
     _load.load_external_data(proto, base, keep_initializers=True)
-    if stored is None:
-        material = _load.external_digest(proto, base, digest) if external and base else digest
+    material = f"entry {stored.name}" if stored is not None else \
+        _load.external_digest(proto, base, digest) if external and base else digest
     proto = _load.upgrade_opset(proto)
     opset = _load.check_opset(proto)
     _load.check_acyclic(proto)

@@ -20,6 +20,7 @@ directory can be written, a private temporary directory stands in, removed with 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -78,6 +79,11 @@ class Weights:
     @property
     def path(self) -> Path:
         return self.directory / FILE
+
+    @functools.cached_property
+    def size(self) -> int:
+        """The bytes of the weights file."""
+        return self.path.stat().st_size
 
     def view(self, offset: int, length: int) -> memoryview:
         """Bytes of the file, read-only and without a copy."""
@@ -213,6 +219,50 @@ def inline(proto: onnx.ModelProto) -> onnx.ModelProto:
         raise ModelError(f"cannot read the model's weights from {str(path)!r}: {err}; load "
                          "the model again") from None
     return copy
+
+
+def weights_as_feeds(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """`proto` with the weights it keeps in a weights file turned into graph inputs, and
+    their values as copy-on-write views of the file (a page is copied only if written):
+    for an interpreter that takes weights as arrays, with none of them copied. `proto`
+    itself and no values when it refers to no weights file."""
+    import numpy as np
+    import onnx
+    from onnx import helper
+
+    directory = directory_of(proto)
+    kept = [t for t in proto.graph.initializer if reference(t) is not None]
+    if directory is None or not kept:
+        return proto, {}
+    light = onnx.ModelProto()
+    light.CopyFrom(proto)
+    mark(light, None)
+    stays = [t for t in light.graph.initializer if reference(t) is None]
+    del light.graph.initializer[:]
+    light.graph.initializer.extend(stays)
+    inputs = {v.name for v in light.graph.input}
+    light.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                             for t in kept if t.name not in inputs)
+    path = directory / FILE
+    try:
+        with path.open("rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+    except (OSError, ValueError) as err:
+        raise ModelError(f"cannot read the model's weights from {str(path)!r}: {err}; load "
+                         "the model again") from None
+    values = {}
+    for tensor in kept:
+        offset, length = reference(tensor) or (0, 0)
+        if tensor.data_type in dtypes.SUB_BYTE_BITS:  # packed: onnx unpacks a copy
+            from onnx import numpy_helper
+
+            values[tensor.name] = numpy_helper.to_array(
+                _inline_tensor(tensor, mapped[offset:offset + length]))
+            continue
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+        values[tensor.name] = np.frombuffer(mapped, dtype, length // dtype.itemsize,
+                                            offset).reshape(tuple(tensor.dims))
+    return light, values
 
 
 def _inline_tensor(tensor: onnx.TensorProto, data: bytes | memoryview) -> onnx.TensorProto:
@@ -551,4 +601,4 @@ def _limit_bytes() -> int:
 
 __all__ = ["FILE", "INLINE_BYTES", "METADATA_KEY", "Weights", "attach", "directory_of",
            "evict", "inline", "is_external", "mark", "reference", "refers", "staged",
-           "stays_inline", "store"]
+           "stays_inline", "store", "weights_as_feeds"]

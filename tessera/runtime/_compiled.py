@@ -4,12 +4,14 @@ chain them, freeing every intermediate as soon as its last consumer has run."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tessera import backends
+from tessera._private.memory import trim
 from tessera._private.text import first_line
 from tessera.backends import Compiled
 from tessera.backends._protocol import InputCheck, TensorSpec
@@ -225,7 +227,9 @@ class RuntimeBuilder:
 
     def __init__(self, samples: Samples | None = None) -> None:
         self.samples = samples  # what calibrates a static int8 partition the user asked for
-        self._memo: dict[tuple[str, tuple[str, ...]], Compiled] = {}
+        # a partition is shared while some build holds it: one the race dropped goes
+        self._memo: weakref.WeakValueDictionary[tuple[str, tuple[str, ...]], Compiled] = \
+            weakref.WeakValueDictionary()
         self._activations: dict[str, Activations] = {}
 
     def build(self, model: Model, config: CompilationConfig, plan: Plan,
@@ -247,11 +251,12 @@ class RuntimeBuilder:
     def release(self) -> None:
         self._memo.clear()
         self._activations.clear()
+        trim()  # what the dropped builds held goes back to the system
 
 
 def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bool = False,
                      activations: Activations | None = None,
-                     memo: dict[tuple[str, tuple[str, ...]], Compiled] | None = None
+                     memo: MutableMapping[tuple[str, tuple[str, ...]], Compiled] | None = None
                      ) -> tuple[list[Compiled | None], dict[int, str]]:
     """Each partition compiled under the plan's thread policy for its device target (through
     the warm cache of compiled partitions with `warm`; None where it failed), and why the
@@ -264,8 +269,9 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
     for i, part in enumerate(plan.partitions):
         target = policy.apply(part.target, part.device)
         key = (str(target), part.nodes)
-        if memo is not None and key in memo:
-            parts.append(memo[key])
+        shared = memo.get(key) if memo is not None else None
+        if shared is not None:
+            parts.append(shared)
             continue
         mask = model.node_set(part.nodes)
         submodel = extract_submodel(model, mask)
