@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import sys
 from typing import Any
 
@@ -22,7 +23,9 @@ def _libc() -> Any:
 
 
 def trim() -> None:
-    """Return the free pages of the C heap to the system, where the C library can."""
+    """Collect what only reference cycles still hold (a dropped build may sit in one), then
+    return the free pages of the C heap to the system, where the C library can."""
+    gc.collect()
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)

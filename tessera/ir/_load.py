@@ -129,8 +129,8 @@ def load_external_data(model: onnx.ModelProto, base: Path | None, *,
     import onnx
     from onnx.external_data_helper import _get_all_tensors, load_external_data_for_tensor
 
-    kept = {id(t) for t in model.graph.initializer} if keep_initializers else set()
-    for tensor in _get_all_tensors(model):
+    kept = len(model.graph.initializer) if keep_initializers else 0  # the first yielded
+    for index, tensor in enumerate(_get_all_tensors(model)):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = {entry.key: entry.value for entry in tensor.external_data}
@@ -150,7 +150,7 @@ def load_external_data(model: onnx.ModelProto, base: Path | None, *,
             raise ModelError(
                 f"external data file {location!r} of tensor {tensor.name!r} is missing"
             )
-        if id(tensor) in kept:
+        if index < kept:
             continue
         try:
             load_external_data_for_tensor(tensor, str(base))
