@@ -32,7 +32,7 @@ from tessera._private.version import __version__
 from tessera.config import CompilationConfig
 from tessera.errors import ArtifactError
 from tessera.ir import extract_submodel
-from tessera.ir._weights import FILE, directory_of, mark, reference
+from tessera.ir._weights import FILE, directory_of, mark, reference, refers
 from tessera.placement._costdb import machine
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def _stored(model: onnx.ModelProto) -> memoryview | None:
     import mmap
 
     directory = directory_of(model)
-    if directory is None:
+    if directory is None or not refers(model):  # a form holding its weights (int8)
         return None
     try:
         with (directory / FILE).open("rb") as handle:
