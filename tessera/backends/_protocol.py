@@ -130,6 +130,10 @@ class Backend:
     rank = 100
     # the colour of this backend's partitions in placement pictures (None: a spare colour)
     colour: str | None = None
+    # whether `_compile` takes a submodel whose weights are references into the model's
+    # weights file (`tessera.ir.Weights`: ONNX external data, its directory named in the
+    # submodel's metadata); others are handed a copy holding their submodel's weights
+    external_weights = False
 
     @property
     def name(self) -> str:
@@ -186,13 +190,23 @@ class Backend:
             check_supported(self, submodel, chosen)
 
         def prepared_and_compiled() -> Compiled:
-            prepared = self.prepare(submodel, chosen, calibration)
+            source = self._with_weights(submodel)
+            prepared = self.prepare(source, chosen, calibration)
             compiled = self._compile(prepared, chosen)
-            if prepared is not submodel:
+            if prepared is not source:
                 compiled.prepared = prepared
             return compiled
 
         return self._built(submodel, chosen, where, prepared_and_compiled)
+
+    def _with_weights(self, submodel: onnx.ModelProto) -> onnx.ModelProto:
+        """What `prepare` and `_compile` are given: `submodel` itself, or for a backend
+        without `external_weights`, a copy holding its weights."""
+        if self.external_weights:
+            return submodel
+        from tessera.ir import inline_weights
+
+        return inline_weights(submodel)
 
     def prepare(self, submodel: onnx.ModelProto, target: Target,
                 calibration: Calibration | None) -> onnx.ModelProto:
@@ -343,7 +357,7 @@ class Backend:
         chosen, where = self._placed(target, device)
         try:
             with chosen.scope(device=where):
-                compiled = self._compile_cached(submodel, chosen, cache)
+                compiled = self._compile_cached(self._with_weights(submodel), chosen, cache)
         except TesseraError:
             raise
         except Exception as err:
@@ -379,14 +393,15 @@ class Backend:
             check_supported(self, submodel, chosen)
 
         def prepared_and_compiled() -> Compiled:
+            source = self._with_weights(submodel)
             if reuse:
-                compiled = self._compile_warm(submodel, chosen, directory, reuse)
+                compiled = self._compile_warm(source, chosen, directory, reuse)
                 if (directory / _PREPARED).is_file():
                     compiled.prepared_path = directory / _PREPARED
                 return compiled
-            prepared = self.prepare(submodel, chosen, calibration)
+            prepared = self.prepare(source, chosen, calibration)
             compiled = self._compile_warm(prepared, chosen, directory, reuse)
-            if prepared is not submodel:  # kept, so an artifact can hold this form
+            if prepared is not source:  # kept, so an artifact can hold this form
                 (directory / _PREPARED).write_bytes(prepared.SerializeToString())
                 compiled.prepared = prepared
             return compiled

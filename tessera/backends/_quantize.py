@@ -65,8 +65,13 @@ def _memo_key(submodel: onnx.ModelProto, recipe: str, calibration: Calibration |
 
 def model_digest(model: onnx.ModelProto) -> str:
     """A digest of `model`: its graph without the weights serialised, then each weight's
-    bytes hashed as they are (serialising GPT-2-small whole to hash it took 2.5 s)."""
+    bytes hashed as they are (serialising GPT-2-small whole to hash it took 2.5 s); a weight
+    kept in the model's weights file by where it is there (the file's name is its
+    content's key)."""
+    from tessera.ir._weights import directory_of
+
     digest = hashlib.sha1(usedforsecurity=False)
+    digest.update(str(directory_of(model)).encode())
     graph = model.graph
     skeleton = type(graph)(name=graph.name)
     for field in ("node", "input", "output", "value_info", "sparse_initializer"):
@@ -95,10 +100,12 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
     except ImportError as err:
         raise CompileError(f"{backend} int8 ({recipe}) quantizes with ONNX Runtime, which is "
                            "not installed: pip install onnxruntime") from err
+    from tessera.ir import inline_weights
+
     with tempfile.TemporaryDirectory(prefix="tessera-int8-") as tmp:
         source, prepared, output = (Path(tmp, n) for n in ("model.onnx", "pre.onnx", "q.onnx"))
         try:
-            onnx.save_model(submodel, str(source))
+            onnx.save_model(inline_weights(submodel), str(source))
             if recipe == "dynamic":
                 # no pre-processing: it costs a shape inference and an optimised copy of the
                 # model (14 s for GPT-2-small), and its MatMul+Add fusion into Gemm leaves

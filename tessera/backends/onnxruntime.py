@@ -22,6 +22,8 @@ from tessera.backends._schema import input_type_strings, schema_for
 from tessera.backends._threads import core_budget, threads_attr
 from tessera.errors import BackendUnavailableError, CompileError
 from tessera.ir import _dtypes as dtypes
+from tessera.ir import inline_weights
+from tessera.ir._weights import directory_of
 from tessera.target import AttrSpec, AttrType, Availability, Target, register_kind
 
 if TYPE_CHECKING:
@@ -112,6 +114,7 @@ DEVIATIONS = (
 class OnnxRuntimeBackend(Backend):
     kind = KIND
     per_partition_threads = True  # a session's own count
+    external_weights = True  # a session reads them from the model's weights file
     device_note = ("its kernels are prebuilt and choose their instructions on the CPU they "
                    "run on")
     in_all, rank, colour = True, 10, "#1f77b4"
@@ -172,7 +175,7 @@ class OnnxRuntimeBackend(Backend):
         if target.attrs.get("precision") != "int8":
             return submodel
         return _quantize.quantize(submodel, target.attrs["int8-recipe"], calibration,
-                                  backend="onnxruntime")
+                                  backend="onnxruntime")  # it reads the weights it needs
 
     def precision_variants(self, target: Target) -> tuple[Target, ...]:
         if "precision" in target.explicit_attrs or target.device_type != "cpu":
@@ -202,7 +205,7 @@ class OnnxRuntimeBackend(Backend):
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         wide, widened = widen_boundary(submodel)
-        session = _session(wide.SerializeToString(), target)
+        session = _session(wide.SerializeToString(), target, weights=directory_of(submodel))
         return _OrtCompiled(self.name, submodel, target, session, widened)
 
     def thread_settings(self, policy: PolicyName, budget: int) -> dict[str, Any]:
@@ -247,12 +250,12 @@ class OnnxRuntimeBackend(Backend):
             _check_inputs(session, [i.name for i in wide.graph.input if i.name not in weights])
             if target.attrs.get("precision") == "int8":  # the entry holds the int8 form
                 return _OrtCompiled(self.name, submodel, target, session, widened, saved=path)
-        elif plain:
-            path.write_bytes(wide.SerializeToString())
+        elif plain:  # the entry holds its weights: its directory is not the model's
+            path.write_bytes(inline_weights(wide).SerializeToString())
             session = _session(str(path), target)
         else:
             session = _session(wide.SerializeToString(), target, optimized_path=str(path),
-                               external_weights="weights.bin")
+                               external_weights="weights.bin", weights=directory_of(wide))
         return _OrtCompiled(self.name, submodel, target, session, widened)
 
     # ONNX Runtime's optimized model: at opt-level 'all' it holds layout choices for this CPU,
@@ -266,7 +269,8 @@ class OnnxRuntimeBackend(Backend):
         assert isinstance(compiled, _OrtCompiled)
         with tempfile.TemporaryDirectory(prefix="tessera-ort-") as tmp:
             path = Path(tmp, "optimized.onnx")
-            _session(compiled.wide_bytes, compiled.target, optimized_path=str(path))
+            _session(compiled.wide_bytes, compiled.target, optimized_path=str(path),
+                     weights=compiled.weights)
             return path.read_bytes()
 
     def _compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
@@ -277,10 +281,16 @@ class OnnxRuntimeBackend(Backend):
 
 
 def _session(model: bytes | str, target: Target, *, optimized: bool = False,
-             optimized_path: str | None = None, external_weights: str | None = None) -> Any:
+             optimized_path: str | None = None, external_weights: str | None = None,
+             weights: Path | None = None) -> Any:
+    """A session of `model`; `weights` is the directory its external data resolves in,
+    for a model given as bytes."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    if weights is not None:
+        options.add_session_config_entry(
+            "session.model_external_initializers_file_folder_path", str(weights))
     level = "disable" if optimized else target.attrs["opt-level"]
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _OPT_LEVELS[level])
     if optimized_path:
@@ -328,6 +338,11 @@ class _OrtCompiled(Compiled):
         self._names = [o.name for o in self.outputs]
         self._session_names = [_WIDE_OUT + n if n in widened else n for n in self._names]
         self._dtypes = {s.name: s.dtype for s in (*self.inputs, *self.outputs)}
+
+    @property
+    def weights(self) -> Path | None:
+        """Where the external data of `wide_bytes` resolves."""
+        return None if self._saved is not None else directory_of(self.model)
 
     @property
     def wide_bytes(self) -> bytes:

@@ -22,6 +22,7 @@ from tessera.backends._proposals import Proposal
 from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner
 from tessera.backends._threads import core_budget, threads_attr
 from tessera.errors import CompileError
+from tessera.ir._weights import staged
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
 if TYPE_CHECKING:
@@ -89,6 +90,14 @@ def compile_config(target: Target) -> dict[str, str]:
     return config
 
 
+def _read(core: Any, submodel: onnx.ModelProto) -> Any:
+    """The submodel as an OpenVINO model. One that refers to the model's weights file is read
+    from a file beside it (OpenVINO resolves external data only from a model's path), and
+    maps the weights rather than copying them."""
+    with staged(submodel) as path:
+        return core.read_model(str(path) if path is not None else submodel.SerializeToString())
+
+
 def _probe(model: onnx.ModelProto, target: Target) -> None:
     core = _core()  # the CPU plugin, whatever the target's settings
     core.compile_model(core.read_model(model.SerializeToString()), "CPU",
@@ -147,6 +156,7 @@ class OpenVinoBackend(ProbedBackend):
     per_partition_threads = True  # a compiled model's own count
     device_note = "its CPU plugin chooses its kernels for the CPU it runs on"
     in_all, rank, colour = True, 20, "#9467bd"
+    external_weights = True  # its ONNX reader maps them from the model's weights file
     probe_label = "OpenVINO"
     _probe = staticmethod(_probe)
     deviations = DEVIATIONS
@@ -286,7 +296,7 @@ class OpenVinoBackend(ProbedBackend):
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         core = _core()
         self._check_precision(target)
-        model = core.read_model(submodel.SerializeToString())
+        model = _read(core, submodel)
         compiled = core.compile_model(model, "CPU", compile_config(target))
         return _OpenVinoCompiled(self.name, submodel, target, compiled)
 
@@ -304,7 +314,7 @@ class OpenVinoBackend(ProbedBackend):
         if reuse:
             model = core.read_model(str(xml))
         else:
-            model = core.read_model(submodel.SerializeToString())
+            model = _read(core, submodel)
             ov.save_model(model, str(xml), compress_to_fp16=False)
         compiled = core.compile_model(model, "CPU", compile_config(target))
         return _OpenVinoCompiled(self.name, submodel, target, compiled)

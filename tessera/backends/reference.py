@@ -27,6 +27,7 @@ class ReferenceBackend(Backend):
 
     kind = KIND
     colour = "#7f7f7f"
+    external_weights = True  # fed to the evaluator as views of the model's weights file
     device_note = "it runs numpy, whose kernels choose their instructions on the CPU they run on"
 
     def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
@@ -52,20 +53,28 @@ class ReferenceBackend(Backend):
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         from onnx.reference import ReferenceEvaluator
 
-        return _ReferenceCompiled(self.name, submodel, target, ReferenceEvaluator(submodel))
+        from tessera.ir._weights import weights_as_feeds
+
+        evaluated, weights = weights_as_feeds(submodel)  # no copy of the weights
+        return _ReferenceCompiled(self.name, submodel, target, ReferenceEvaluator(evaluated),
+                                  weights)
 
 
 class _ReferenceCompiled(Compiled):
     thread_safe = False  # ReferenceEvaluator keeps per-run state
 
-    def __init__(self, backend: str, model: onnx.ModelProto, target: Target, evaluator: Any):
+    def __init__(self, backend: str, model: onnx.ModelProto, target: Target, evaluator: Any,
+                 weights: dict[str, np.ndarray] | None = None):
         super().__init__(backend, model, target)
         self.evaluator = evaluator
+        self._weights = weights or {}  # the weights the evaluator takes as inputs
         self._names = [o.name for o in self.outputs]
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import numpy as np
 
+        if self._weights:
+            feeds = {**feeds, **self._weights}
         outputs = self.evaluator.run(self._names, feeds)
         return {n: np.asarray(v) for n, v in zip(self._names, outputs, strict=True)}
 

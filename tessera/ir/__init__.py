@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from tessera.ir._constant import constant_tensor
 from tessera.ir._graph import DataflowGraph, NodeSet, ValueType, bits, members
-from tessera.ir._model import Model, extract_submodel, load_model, structural_hash
+from tessera.ir._model import (
+    Model,
+    extract_submodel,
+    load_model,
+    load_skeleton,
+    structural_hash,
+)
 from tessera.ir._samples import Sample, Samples, SampleSource
 from tessera.ir._verify import verify_model
+from tessera.ir._weights import Weights
+from tessera.ir._weights import inline as inline_weights
 
 __all__ = [
     "DataflowGraph",
@@ -17,10 +25,13 @@ __all__ = [
     "SampleSource",
     "Samples",
     "ValueType",
+    "Weights",
     "bits",
     "constant_tensor",
     "extract_submodel",
+    "inline_weights",
     "load_model",
+    "load_skeleton",
     "members",
     "structural_hash",
     "verify_model",

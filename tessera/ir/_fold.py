@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import onnx
 
 FOLDABLE = ("ConstantOfShape", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Transpose",
@@ -35,10 +37,11 @@ def initializers_not_inputs(model: onnx.ModelProto) -> bool:
     return True
 
 
-def fold_constants(model: onnx.ModelProto) -> int:
+def fold_constants(model: onnx.ModelProto, base: Path | None = None) -> int:
     """Nodes of `FOLDABLE` operators whose inputs are all initializers (not graph inputs,
     which a caller may override) replaced by the initializers they compute, in one pass in
-    graph order so chains fold; initializers no longer used are dropped. The count folded."""
+    graph order so chains fold; initializers no longer used are dropped. The count folded.
+    External data resolves in `base`."""
     from onnx import numpy_helper
 
     graph = model.graph
@@ -48,7 +51,7 @@ def fold_constants(model: onnx.ModelProto) -> int:
     arrays: dict[str, Any] = {}
     kept, folded = [], 0
     for node in graph.node:
-        values = _folded(node, constant, arrays, opset)
+        values = _folded(node, constant, arrays, opset, base)
         if values is None:
             kept.append(node)
             continue
@@ -66,7 +69,7 @@ def fold_constants(model: onnx.ModelProto) -> int:
 
 
 def _folded(node: onnx.NodeProto, constant: dict[str, onnx.TensorProto],
-            arrays: dict[str, Any], opset: int) -> list[Any] | None:
+            arrays: dict[str, Any], opset: int, base: Path | None = None) -> list[Any] | None:
     """The node's outputs computed, or None when it is not folded."""
     import numpy as np
     from onnx import numpy_helper
@@ -83,7 +86,8 @@ def _folded(node: onnx.NodeProto, constant: dict[str, onnx.TensorProto],
             feeds.append(None)
             continue
         if name not in arrays:
-            arrays[name] = numpy_helper.to_array(constant[name])
+            arrays[name] = numpy_helper.to_array(constant[name],
+                                                 base_dir=str(base) if base else "")
         feeds.append(arrays[name])
     if node.op_type == "ConstantOfShape":
         shape = np.asarray(feeds[0], dtype=np.int64).reshape(-1)

@@ -75,12 +75,6 @@ def read_model(source: Any) -> ReadModel:
     return ReadModel(model, base, digest, file, remembered is not None)
 
 
-def remember_checked(read: ReadModel) -> None:
-    """Note that the file `read` came from passed every check, for the next load."""
-    if read.file is not None and read.digest is not None and not read.checked:
-        _filememo.remember(*read.file, read.digest)
-
-
 def check_text(model: onnx.ModelProto) -> None:
     """ONNX strings are UTF-8; protobuf hands back bytes for those that are not, which would
     fail deep inside onnx.checker (as a UnicodeDecodeError) or later as a node's name."""
@@ -127,12 +121,16 @@ def has_external_data(model: onnx.ModelProto) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in _get_all_tensors(model))
 
 
-def load_external_data(model: onnx.ModelProto, base: Path | None) -> None:
-    """Load external tensors, refusing locations that leave the model's directory."""
+def load_external_data(model: onnx.ModelProto, base: Path | None, *,
+                       keep_initializers: bool = False) -> None:
+    """Check every external tensor's location, refusing those that leave the model's
+    directory, and load their data; with `keep_initializers`, the graph's initializers stay
+    references (the weights store moves them, `_weights.store`)."""
     import onnx
     from onnx.external_data_helper import _get_all_tensors, load_external_data_for_tensor
 
-    for tensor in _get_all_tensors(model):
+    kept = len(model.graph.initializer) if keep_initializers else 0  # the first yielded
+    for index, tensor in enumerate(_get_all_tensors(model)):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = {entry.key: entry.value for entry in tensor.external_data}
@@ -152,6 +150,8 @@ def load_external_data(model: onnx.ModelProto, base: Path | None) -> None:
             raise ModelError(
                 f"external data file {location!r} of tensor {tensor.name!r} is missing"
             )
+        if index < kept:
+            continue
         try:
             load_external_data_for_tensor(tensor, str(base))
         except (OSError, ValueError) as err:
@@ -160,6 +160,35 @@ def load_external_data(model: onnx.ModelProto, base: Path | None) -> None:
             ) from None
         del tensor.external_data[:]
         tensor.data_location = onnx.TensorProto.DEFAULT
+
+
+def external_digest(model: onnx.ModelProto, base: Path, digest: str | None) -> str:
+    """A digest of what a model with external data computes with: the model file's bytes
+    and every data file its initializers name (each remembered while unchanged, as the
+    model file is)."""
+    import hashlib
+
+    import onnx
+
+    locations = sorted({e.value for t in model.graph.initializer
+                        if t.data_location == onnx.TensorProto.EXTERNAL
+                        for e in t.external_data if e.key == "location"})
+    combined = hashlib.sha1(usedforsecurity=False)
+    combined.update((digest or "").encode())
+    for location in locations:
+        path = base / location
+        stat = path.stat()
+        known = _filememo.recall(path, stat)
+        if known is None:
+            found = hashlib.sha1(usedforsecurity=False)
+            with path.open("rb") as handle:
+                while chunk := handle.read(16 << 20):
+                    found.update(chunk)
+            known = found.hexdigest()
+            if _filememo.stat_key(path.stat()) == _filememo.stat_key(stat):
+                _filememo.remember(path, stat, known)
+        combined.update(f"\x00{location}\x00{known}".encode())
+    return combined.hexdigest()
 
 
 def upgrade_opset(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -236,7 +265,8 @@ def with_input_sizes(model: onnx.ModelProto, sizes: Mapping[str, int]) -> onnx.M
     copy = onnx.ModelProto()
     graph = model.graph
     copy.CopyFrom(onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import,
-                                  producer_name=model.producer_name))
+                                  producer_name=model.producer_name,
+                                  metadata_props=model.metadata_props))
     copy.graph.name = graph.name
     copy.graph.node.extend(graph.node)
     copy.graph.input.extend(graph.input)
@@ -292,8 +322,8 @@ def check_static_inputs(model: onnx.ModelProto) -> None:
             )
 
 
-def check_and_infer(model: onnx.ModelProto, *, weights_checked: bool = False
-                    ) -> onnx.ModelProto:
+def check_and_infer(model: onnx.ModelProto, *, weights_checked: bool = False,
+                    base: Path | None = None) -> onnx.ModelProto:
     """onnx.checker and shape inference, run on a copy whose weights are graph inputs of the
     same type and shape (for BERT-base that spares serialising 440 MB twice); the inferred
     types are then written into `model`. The weights' sizes are checked apart, unless an
@@ -306,7 +336,7 @@ def check_and_infer(model: onnx.ModelProto, *, weights_checked: bool = False
     except onnx.checker.ValidationError as err:
         raise ModelError(f"the model fails onnx.checker: {_first_lines(str(err))}") from None
     if not weights_checked:
-        _check_tensor_sizes(weights)
+        _check_tensor_sizes(weights, base)
     try:
         inferred = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True,
                                                      data_prop=True)
@@ -323,8 +353,9 @@ def check_and_infer(model: onnx.ModelProto, *, weights_checked: bool = False
 _NOT_COUNTED = frozenset({dtypes.UNDEFINED, dtypes.STRING, *dtypes.COMPLEX, *dtypes.SUB_BYTE_BITS})
 
 
-def _check_tensor_sizes(weights: list[Any]) -> None:
-    """What onnx.checker would say of the weights left out of its copy."""
+def _check_tensor_sizes(weights: list[Any], base: Path | None = None) -> None:
+    """What onnx.checker would say of the weights left out of its copy (and of external
+    data: that its file holds the bytes its shape needs)."""
     import numpy as np
     import onnx
 
@@ -332,14 +363,15 @@ def _check_tensor_sizes(weights: list[Any]) -> None:
         if tensor.data_type in _NOT_COUNTED:
             continue
         elements = int(np.prod(tensor.dims, dtype=np.int64)) if tensor.dims else 1
-        if tensor.HasField("raw_data"):
+        external = tensor.data_location == onnx.TensorProto.EXTERNAL
+        if tensor.HasField("raw_data") or external:
             try:
                 itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
                                     ).itemsize
             except (KeyError, TypeError, ValueError):
                 continue
-            held, needed = len(tensor.raw_data), elements * itemsize
-            unit = "bytes"
+            held = _external_size(tensor, base) if external else len(tensor.raw_data)
+            needed, unit = elements * itemsize, "bytes"
         else:
             held = max(len(tensor.float_data), len(tensor.int32_data), len(tensor.int64_data),
                        len(tensor.double_data), len(tensor.uint64_data))
@@ -350,21 +382,38 @@ def _check_tensor_sizes(weights: list[Any]) -> None:
                              f"{list(tensor.dims)} needs {needed}")
 
 
+def _external_size(tensor: onnx.TensorProto, base: Path | None) -> int:
+    """The bytes an external tensor's file holds for it (its `length`, cut at the file's end)."""
+    info = {entry.key: entry.value for entry in tensor.external_data}
+    offset = int(info.get("offset", "0") or 0)
+    try:
+        available = (base / info.get("location", "")).stat().st_size - offset \
+            if base is not None else None
+    except OSError:
+        available = None
+    length = int(info["length"]) if info.get("length") else available
+    if length is None:
+        return 0
+    return min(length, available) if available is not None else length
+
+
 def _first_lines(text: str) -> str:
     return " ".join(line.strip() for line in text.strip().splitlines()[:4])
 
 
-def simplify(model: onnx.ModelProto, *, verify: bool = False) -> onnx.ModelProto:
+def simplify(model: onnx.ModelProto, *, verify: bool = False, base: Path | None = None
+             ) -> onnx.ModelProto:
     """Cleanups every backend does anyway, done once before placement: Constant nodes become
     initializers and pass-through Identity nodes go. Neither changes a value; both spare the
     placement search source nodes that only multiply its states (MobileNetV2 exports 70
     Constant nodes for its 170 real ones). With `verify`, the IR verifier runs after each
     pass on a model that passed it before the first (an input that does not is reported by
-    the checks after cleanup, in their own words)."""
+    the checks after cleanup, in their own words). `base` is where external data resolves,
+    for the weights constant folding reads."""
     verify = verify and _verifies(model)
     initializers_not_inputs(model)
     for name, cleanup in _CLEANUPS:
-        cleanup(model)
+        cleanup(model, base)
         if verify:
             verify_model(model, when=f"after the graph cleanup {name!r}")
     return model
@@ -425,16 +474,16 @@ def _rename_inputs(graph: onnx.GraphProto, rename: Mapping[str, str]) -> None:
                 _rename_inputs(sub, rename)
 
 
-def _fold_constant_nodes_of(model: onnx.ModelProto) -> None:
+def _fold_constant_nodes_of(model: onnx.ModelProto, base: Path | None) -> None:
     _fold_constant_nodes(model.graph)
 
 
-def _drop_identities_of(model: onnx.ModelProto) -> None:
+def _drop_identities_of(model: onnx.ModelProto, base: Path | None) -> None:
     _drop_identities(model.graph)
 
 
-def _fold_constants(model: onnx.ModelProto) -> None:
-    fold_constants(model)
+def _fold_constants(model: onnx.ModelProto, base: Path | None) -> None:
+    fold_constants(model, base)
 
 
 _CLEANUPS = (("Constant nodes to initializers", _fold_constant_nodes_of),

@@ -10,12 +10,16 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tessera.errors import ModelError
-from tessera.ir import _load
+from tessera.ir import _filememo, _load, _weights
 from tessera.ir._dtypes import INTEGER_TYPES, UNDEFINED
 from tessera.ir._graph import DataflowGraph, NodeSet, bits, members, subgraph_inputs
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import onnx
+
+    from tessera.ir._weights import Weights
 
 # Integer constants up to this size are structure (shapes, axes), not weights: they are hashed.
 _STRUCTURAL_CONSTANT_LIMIT = 64
@@ -23,21 +27,42 @@ _STRUCTURAL_CONSTANT_LIMIT = 64
 
 @dataclass(frozen=True, eq=False)
 class Model:
-    """A loaded model. `proto` is checked and shape-inferred; `dataflow` indexes its nodes."""
+    """A loaded model. `proto` is checked and shape-inferred; `dataflow` indexes its nodes.
+    A loaded model's large weights live in `weights`, a file its initializers refer to as
+    ONNX external data (see `_weights`): `proto` is a skeleton, and a submodel copies
+    references, never weights."""
 
     proto: onnx.ModelProto
     opset: int
     source_digest: str | None = None  # sha1 of the file or bytes it was read from
+    weights: Weights | None = None
 
     @cached_property
     def content_digest(self) -> str:
         """A digest of all the model computes with: what compiled caches are keyed on. The
         digest of the bytes it was read from where there are some (hashing those costs a
-        fraction of serialising the model again)."""
+        fraction of serialising the model again); else of its skeleton and its weights'
+        key (which names their content)."""
         if self.source_digest is not None:
             return self.source_digest
-        data = self.proto.SerializeToString(deterministic=True)
-        return hashlib.sha1(data, usedforsecurity=False).hexdigest()
+        if self.weights is None:
+            data = self.proto.SerializeToString(deterministic=True)
+            return hashlib.sha1(data, usedforsecurity=False).hexdigest()
+        import onnx
+
+        skeleton = onnx.ModelProto()
+        skeleton.CopyFrom(self.proto)
+        _weights.mark(skeleton, None)  # where the weights are kept is not what they are
+        digest = hashlib.sha1(skeleton.SerializeToString(deterministic=True),
+                              usedforsecurity=False)
+        digest.update(self.weights.key.encode())
+        return digest.hexdigest()
+
+    @cached_property
+    def skeleton_file(self) -> Path | None:
+        """The proto saved beside the weights (its references resolve there), for another
+        process to open with `load_skeleton`; None for a model without a weights file."""
+        return None if self.weights is None else self.weights.skeleton(self.proto)
 
     @cached_property
     def dataflow(self) -> DataflowGraph:
@@ -101,12 +126,12 @@ class Model:
             point = ", ".join(f"{n}={v}" for n, v in key)
             raise ModelError(f"the model does not allow {point}: {err}") from None
         static = Model(inferred, self.opset, f"{self.content_digest}@" + ",".join(
-            f"{n}={v}" for n, v in key))
+            f"{n}={v}" for n, v in key), self.weights)
         wrong = _reshape_mismatch(static)
         if wrong:
             point = ", ".join(f"{n}={v}" for n, v in key)
             raise ModelError(f"the model does not allow {point}: {wrong}")
-        return static  # not kept here: a view holds a copy of the weights
+        return static  # not kept here: each view has a skeleton of its own
 
     def static_shape(self, name: str) -> tuple[int, ...] | None:
         """The shape of value `name` when every dimension is known, else None."""
@@ -156,13 +181,21 @@ def load_model(
 
     read = _load.read_model(source)
     proto, base, digest = read.proto, read.base, read.digest
-    if not read.checked:
+    file, checked_before = read.file, read.checked
+    del read  # what the file held goes once its weights are stored
+    if not checked_before:
         _load.check_text(proto)
     external = _load.has_external_data(proto)
-    if input_shapes or external:
-        digest = None  # the bytes read are not all the model is
-    proto = _copy(proto, onnx) if not isinstance(source, bytes | str) else proto
-    _load.load_external_data(proto, base)
+    # the digest of the bytes read names the model only where they are all it is
+    source_digest = None if input_shapes or external else digest
+    if isinstance(source, onnx.ModelProto):  # the caller's own: changed only in a copy
+        proto = _copy(proto, onnx)
+    stored = _weights.directory_of(proto) if base is None else None
+    if stored is not None:  # a loaded model's skeleton: its weights are where it says
+        base = stored
+    _load.load_external_data(proto, base, keep_initializers=True)
+    material = f"entry {stored.name}" if stored is not None else \
+        _load.external_digest(proto, base, digest) if external and base else digest
     proto = _load.upgrade_opset(proto)
     opset = _load.check_opset(proto)
     _load.check_acyclic(proto)
@@ -173,11 +206,17 @@ def load_model(
         _load.check_static_inputs(proto)
     else:
         _load.name_unknown_dims(proto)
-    checked = read.checked and not external  # weights in other files may have changed
-    model = Model(_load.check_and_infer(_load.simplify(proto, verify=verify),
-                                        weights_checked=checked), opset, digest)
-    if not external:
-        _load.remember_checked(read)
+    checked = checked_before and not external  # weights in other files may have changed
+    proto = _load.check_and_infer(_load.simplify(proto, verify=verify, base=base),
+                                  weights_checked=checked, base=base)
+    weights = _weights.store(proto, base, material)
+    if weights is not None:  # a fresh message: the one read holds every weight's bytes
+        skeleton = onnx.ModelProto()
+        skeleton.ParseFromString(proto.SerializeToString())
+        proto = skeleton
+    model = Model(proto, opset, source_digest, weights)
+    if not external and file is not None and digest is not None and not checked_before:
+        _filememo.remember(*file, digest)
     return model
 
 
@@ -199,7 +238,7 @@ def extract_submodel(model: Model, mask: NodeSet) -> onnx.ModelProto:
         raise ModelError(f"nodes {_names(flow, mask)} are not convex: a path leaves and re-enters")
     inputs, outputs = flow.boundary(mask)
     if mask == flow.all_nodes() and list(inputs) == model.input_names and \
-            list(outputs) == model.output_names:  # the whole model: no copy of its weights
+            list(outputs) == model.output_names:  # the whole model: no copy at all
         return model.proto
     nodes = [flow.nodes[i] for i in members(mask)]
     used = {n for node in nodes for n in subgraph_inputs(node)}
@@ -221,7 +260,23 @@ def extract_submodel(model: Model, mask: NodeSet) -> onnx.ModelProto:
     )
     domains = {node.domain for node in nodes}
     sub.functions.extend(f for f in model.proto.functions if f.domain in domains)
+    _weights.mark(sub, _weights.directory_of(model.proto))  # its references resolve there
     return sub
+
+
+def load_skeleton(path: str | Path) -> Model:
+    """A model's skeleton saved by another process (`Model.skeleton_file`), with the weights
+    it names attached; nothing is checked again (that process loaded and checked it)."""
+    import onnx
+
+    try:
+        proto = onnx.load_model(str(path), load_external_data=False)
+    except (OSError, ValueError) as err:
+        raise ModelError(f"cannot read the model skeleton {str(path)!r}: {err}") from None
+    directory = _weights.directory_of(proto)
+    weights = _weights.attach(directory) if directory is not None else None
+    versions = {op.domain: op.version for op in proto.opset_import}
+    return Model(proto, int(versions.get("", versions.get("ai.onnx", 0))), None, weights)
 
 
 def _value_info(name: str, types: Mapping[str, Any]) -> onnx.ValueInfoProto:

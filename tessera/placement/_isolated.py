@@ -3,6 +3,11 @@ a candidate; in the worker that costs the candidate only (it is marked invalid w
 reason) and the worker is restarted. One worker serves all the candidates of a process, so
 there is no process-per-measurement tax.
 
+A candidate of a loaded model crosses the pipe as a `Part`: the path of the model's skeleton
+(saved beside its weights file) and the candidate's node mask. The worker opens each skeleton
+once, extracts the submodel itself, and its backends read the weights from the file: no
+weight crosses the pipe, and none is parsed twice.
+
 Backends of installed plugins (the `tessera.backends` entry points) load in the worker as in
 the caller; others registered by hand (test backends) reach it through `TESSERA_PLUGINS`: a
 comma-separated list of modules the worker imports first."""
@@ -13,18 +18,43 @@ import atexit
 import contextlib
 import importlib
 import os
+import pickle
 import signal
 import sys
 import threading
 import types
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
+from tessera._private.memory import trim
+from tessera._private.text import first_line
 from tessera.config import MEASURE_TIMEOUT_S
+from tessera.errors import TesseraError
 from tessera.placement._costdb import Cost
 from tessera.placement._measure import MeasureSettings, measure_points
 from tessera.target import Target
+
+if TYPE_CHECKING:
+    import onnx
+
+    from tessera.ir import Model
+
+
+@dataclass(frozen=True)
+class Part:
+    """A candidate as the worker receives it: where its model's skeleton is saved
+    (`Model.skeleton_file`) and its node mask."""
+
+    skeleton: str
+    mask: int
+
+
+# what the worker is sent for one candidate: a Part, or a serialized submodel (weights and
+# all) for a model that has no weights file
+Source = Part | bytes
+_SKELETONS_KEPT = 4  # models whose skeletons the worker keeps open
 
 
 @contextlib.contextmanager
@@ -46,6 +76,7 @@ class MeasureWorker:
         self._conn: Any = None
         self._lock = threading.Lock()  # one request at a time
         self.restarts = 0
+        self.sent_bytes = 0  # through the pipe, over every request
 
     def _start(self) -> None:
         import multiprocessing
@@ -58,12 +89,12 @@ class MeasureWorker:
             self._process.start()
         child.close()
 
-    def measure(self, submodel: bytes, target: str, settings: MeasureSettings,
+    def measure(self, submodel: Source, target: str, settings: MeasureSettings,
                 timeout_s: float = MEASURE_TIMEOUT_S, *, device: str | None = None) -> Cost:
         return self.measure_points(submodel, target, settings, [{}], timeout_s,
                                    device=device)[0]
 
-    def measure_points(self, submodel: bytes, target: str, settings: MeasureSettings,
+    def measure_points(self, submodel: Source, target: str, settings: MeasureSettings,
                        points: Sequence[Mapping[str, Sequence[int]]],
                        timeout_s: float = MEASURE_TIMEOUT_S, *, device: str | None = None
                        ) -> list[Cost]:
@@ -71,11 +102,13 @@ class MeasureWorker:
         current device target while it compiles), a cost per point (its inputs' shapes);
         the timeout covers them all."""
         shapes = [{n: [int(d) for d in s] for n, s in p.items()} for p in points]
+        request = pickle.dumps((submodel, target, asdict(settings), shapes, device))
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._start()
             try:
-                self._conn.send((submodel, target, asdict(settings), shapes, device))
+                self._conn.send_bytes(request)
+                self.sent_bytes += len(request)
                 if self._conn.poll(timeout_s * len(points)):
                     return [Cost(*c) for c in self._conn.recv()]
             except (EOFError, OSError):
@@ -105,7 +138,7 @@ class MeasureWorker:
         with self._lock:
             if self._process is not None and self._process.is_alive():
                 try:
-                    self._conn.send(None)
+                    self._conn.send_bytes(pickle.dumps(None))
                     self._process.join(5)
                 except OSError:
                     pass
@@ -115,8 +148,6 @@ class MeasureWorker:
 
 
 def _serve(conn: Any) -> None:
-    import onnx
-
     # Ctrl-C in a terminal reaches the whole process group: the compiling process decides
     # what an interrupt means, and a worker dying of it would mark its candidate crashed
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -124,15 +155,45 @@ def _serve(conn: Any) -> None:
     for module in filter(None, os.environ.get("TESSERA_PLUGINS", "").split(",")):
         importlib.import_module(module.strip())
     importlib.import_module("tessera.backends").load_plugins()  # entry-point plugins
+    skeletons: OrderedDict[str, Model] = OrderedDict()
     while True:
-        request = conn.recv()
+        message = conn.recv_bytes()
+        request = pickle.loads(message)
         if request is None:
             return
-        submodel, target, settings, points, device = request
-        costs = measure_points(onnx.load_from_string(submodel), Target(target),
-                               MeasureSettings(**settings), points,
-                               device=None if device is None else Target(device))
+        source, target, settings, points, device = request
+        costs = _measured(source, skeletons, Target(target), MeasureSettings(**settings),
+                          points, None if device is None else Target(device))
+        trim()  # the candidate's session is gone: its pages go back to the system
         conn.send([(c.ms, c.spread, c.samples, c.invalid) for c in costs])
+
+
+def _measured(source: Source, skeletons: OrderedDict[str, Model], target: Target,
+              settings: MeasureSettings, points: list[dict[str, list[int]]],
+              device: Target | None) -> list[Cost]:
+    try:
+        submodel = _submodel(source, skeletons)
+    except TesseraError as err:
+        return [Cost.failed(first_line(err))] * len(points)
+    return measure_points(submodel, target, settings, points, device=device)
+
+
+def _submodel(source: Source, skeletons: OrderedDict[str, Model]) -> onnx.ModelProto:
+    """The candidate's submodel: extracted here from its model's skeleton (opened once and
+    kept among the last few), or parsed from the bytes sent."""
+    import onnx
+
+    from tessera.ir import extract_submodel, load_skeleton
+
+    if isinstance(source, bytes):
+        return onnx.load_from_string(source)
+    model = skeletons.get(source.skeleton)
+    if model is None:
+        model = skeletons[source.skeleton] = load_skeleton(source.skeleton)
+        while len(skeletons) > _SKELETONS_KEPT:
+            skeletons.popitem(last=False)
+    skeletons.move_to_end(source.skeleton)
+    return extract_submodel(model, source.mask)
 
 
 _shared: MeasureWorker | None = None
@@ -149,4 +210,4 @@ def shared_worker() -> MeasureWorker:
         return _shared
 
 
-__all__ = ["MeasureWorker", "shared_worker"]
+__all__ = ["MeasureWorker", "Part", "Source", "shared_worker"]

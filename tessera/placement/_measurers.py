@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from tessera import backends
 from tessera._private.text import first_line
@@ -13,9 +14,12 @@ from tessera.config import MEASURE_TIMEOUT_S
 from tessera.errors import TesseraError
 from tessera.ir import Model, NodeSet, extract_submodel
 from tessera.placement._costdb import Cost
-from tessera.placement._isolated import shared_worker
+from tessera.placement._isolated import Part, Source, shared_worker
 from tessera.placement._measure import MeasureSettings, measure_points, measure_submodel
 from tessera.target import Target
+
+if TYPE_CHECKING:
+    import onnx
 
 DEFAULT_SETTINGS = MeasureSettings()
 # a candidate becomes one partition of a mixed plan: it is measured under that plan's policy
@@ -60,7 +64,7 @@ class LocalMeasurer:
         except TesseraError as err:
             return [Cost.failed(first_line(err))] * len(points)
         if self.isolate:
-            return shared_worker().measure_points(submodel.SerializeToString(), str(target),
+            return shared_worker().measure_points(_source(model, mask, submodel), str(target),
                                                   self.settings, points, self.timeout_s,
                                                   device=_text(device))
         return measure_points(submodel, target, self.settings, points, device=device)
@@ -74,13 +78,20 @@ def measure(model: Model, mask: NodeSet, target: Target,
     instead of ending the compile)."""
     target = _MIXED.apply(target, device)
     try:
-        submodel = extract_submodel(model, mask)
+        submodel = extract_submodel(model, mask)  # references only: cheap, and it checks
     except TesseraError as err:
         return Cost.failed(first_line(err))
     if isolate:
-        return shared_worker().measure(submodel.SerializeToString(), str(target), settings,
+        return shared_worker().measure(_source(model, mask, submodel), str(target), settings,
                                        timeout_s, device=_text(device))
     return measure_submodel(submodel, target, settings, device=device)
+
+
+def _source(model: Model, mask: NodeSet, submodel: onnx.ModelProto) -> Source:
+    """What the worker is sent: the model's skeleton file and the mask, or for a model
+    without a weights file, the submodel itself."""
+    path = model.skeleton_file
+    return submodel.SerializeToString() if path is None else Part(str(path), mask)
 
 
 def _text(device: Target | None) -> str | None:

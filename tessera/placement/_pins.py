@@ -16,7 +16,7 @@ from tessera import backends
 from tessera._private.registry import did_you_mean
 from tessera.config import CompilationConfig
 from tessera.errors import ConfigError, PartitionError
-from tessera.ir import DataflowGraph, Model
+from tessera.ir import DataflowGraph, Model, inline_weights
 from tessera.placement._plan import Plan
 from tessera.target import KINDS, Target
 
@@ -161,8 +161,10 @@ def annotate(model: Model, plan: Plan, only: Iterable[str] | None = None) -> onn
     tessera, those entries are pins: the fixed parts stay, only the rest is placed."""
     import onnx
 
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model.proto)
+    copy = inline_weights(model.proto)  # a model of its own, holding its weights
+    if copy is model.proto:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model.proto)
     flow = DataflowGraph(copy.graph)  # same order as the model's: nodes are references
     where = {n: str(p.target) for p in plan.partitions for n in p.nodes}
     keep = None if only is None else dict.fromkeys(only)

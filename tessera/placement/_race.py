@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from tessera._private.memory import trim
 from tessera._private.text import first_line
 from tessera._private.timing import Clock, time_samples, time_throughput
 from tessera._private.timing import percentile as percentile_of
@@ -37,6 +38,10 @@ from tessera.placement._stats import Timing
 NEAR_SINGLE = 1.15
 MAX_SINGLES = 3
 CLOSE = 0.05  # a race this close gets more rounds
+# Each build of a rival holds its backends' own copies of the weights (GPT-2-small: 0.5 GB
+# on ONNX Runtime, 1.2 GB on OpenVINO with its mapped file): where every rival's build at
+# once would hold more weights than this, they race two at a time (`_Duels`)
+RACE_MEMORY_BYTES = 1 << 30
 SEARCHED = "collage"  # the searched plan's name among the rivals
 _B = TypeVar("_B")
 
@@ -88,20 +93,26 @@ def rival_plans(searched: Plan, known: Mapping[str, Plan]) -> dict[str, Plan]:
 
 def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
                  known: Mapping[str, Plan], builder: Builder, db: CostDB | None = None,
-                 clock: Clock = time.perf_counter, points: Points | None = None
-                 ) -> RaceOutcome:
+                 clock: Clock = time.perf_counter, points: Points | None = None,
+                 memory_bytes: int = RACE_MEMORY_BYTES) -> RaceOutcome:
     """Time the rival plans end to end and keep the best under the config's objective (at
     every point of a shape profile, weighted). Each plan's figures are remembered too, so a
-    warm compile times nothing and builds only the winner."""
+    warm compile times nothing and builds only the winner. Where the rivals' builds would
+    hold more than `memory_bytes` of weights between them, two race at a time (`_Duels`)."""
     objective = Objective.of(config.options)
     rivals = with_setting_variants(rival_plans(searched, known), objective)
-    timings, per_second, built = _timed(model, config, rivals, builder, db, objective, clock,
-                                        points)
-    measured = {n: t for n, t in timings.items() if isinstance(t, float)}
+    ranks = {n: _rank(plan, config) for n, plan in rivals.items()}
+
+    def decide(latency: Mapping[str, float], per_second: Mapping[str, float]
+               ) -> tuple[str, str]:
+        return _best(latency, per_second, objective, list(rivals), ranks)
+
+    timings, per_second, built, contenders = _timed(
+        model, config, rivals, builder, db, objective, clock, points, decide, memory_bytes)
+    measured = {n: t for n, t in timings.items() if isinstance(t, float) and n in contenders}
     if not measured:
         return RaceOutcome(searched, None, SEARCHED, timings, objective, per_second)
-    winner, why = _best(measured, per_second, objective, list(rivals),
-                        {n: _rank(plan, config) for n, plan in rivals.items()})
+    winner, why = decide(measured, per_second)
     chosen = rivals[winner]
     plan = replace(chosen, partitioner="collage", stats=searched.stats.merged(
                        end_to_end_ms=timings, kept=winner, objective=objective,
@@ -116,21 +127,26 @@ def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
                        objective, per_second)
 
 
+Decide = Callable[[Mapping[str, float], Mapping[str, float]], tuple[str, str]]
+
+
 def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
            builder: Builder, db: CostDB | None, objective: Objective, clock: Clock,
-           points: Points | None = None
-           ) -> tuple[dict[str, Timing], dict[str, float], dict[str, Built]]:
+           points: Points | None, decide: Decide, memory_bytes: int
+           ) -> tuple[dict[str, Timing], dict[str, float], dict[str, Built], set[str]]:
     """Each rival's latency (or why it has none) and, for throughput, its inferences per
-    second, in the rivals' order: remembered, or built and raced (and then remembered);
-    and the builds."""
+    second, in the rivals' order: remembered, or built and raced (and then remembered); the
+    builds kept; and the rivals still in contention (in duels, a rival that lost one is
+    out, whatever its figure)."""
     timings: dict[str, Timing] = {}
     per_second: dict[str, float] = {}
-    built: dict[str, Built] = {}
     keys: dict[str, dict[str, tuple[str, str, str]]] = {}  # name -> figure -> key
     seen: dict[tuple[object, ...], str] = {}
     figures = ("latency", "throughput") if objective.throughput else ("latency",)
     at = point_shapes(model, points)
     where = "@" + ";".join(points.labels()) if points is not None and points.dynamic else ""
+    remembered_names: set[str] = set()
+    pending: list[str] = []
     for name, plan in rivals.items():
         shape = tuple((p.target, p.nodes) for p in plan.partitions)
         if shape in seen:  # the same plan: time it once
@@ -149,30 +165,105 @@ def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
             timings[name] = float(remembered["latency"] or 0.0)
             if objective.throughput:
                 per_second[name] = float(remembered["throughput"] or 0.0)
+            remembered_names.add(name)
             continue
-        result = builder.build(model, config, plan)
+        pending.append(name)
+
+    def build(name: str) -> Built | str:
+        result = builder.build(model, config, rivals[name])
         if result.failures or result.runnable is None:
-            timings[name] = "failed to build: " + first_line(
-                "; ".join(result.failures.values()))
-            continue
-        built[name] = result
-    runnables = {n: b.runnable for n, b in built.items() if b.runnable}
-    if objective.throughput:
-        for name, served in race_throughput(runnables, objective.concurrency,
-                                            objective.percentile, clock=clock,
-                                            points=at).items():
-            timings[name], per_second[name] = served.latency_ms, served.per_second
+            return "failed to build: " + first_line("; ".join(result.failures.values()))
+        return result
+
+    def time_them(runnables: Mapping[str, Runnable]
+                  ) -> tuple[dict[str, float], dict[str, float]]:
+        if objective.throughput:
+            served = race_throughput(runnables, objective.concurrency, objective.percentile,
+                                     clock=clock, points=at)
+            return ({n: s.latency_ms for n, s in served.items()},
+                    {n: s.per_second for n, s in served.items()})
+        return race(runnables, clock=clock, percentile=objective.percentile,
+                    concurrency=objective.concurrency, points=at), {}
+
+    weights = model.weights.size if model.weights is not None else 0
+    if len(pending) > 2 and weights * len(pending) > memory_bytes:
+        duels = _Duels(build, time_them, decide)
+        for name in pending:
+            duels.enter(name)
+        duels.finish()
+        timings.update(duels.timings)
+        per_second.update(duels.per_second)
+        built = duels.kept
+        contenders = remembered_names | set(built)
     else:
-        timings.update(race(runnables, clock=clock, percentile=objective.percentile,
-                            concurrency=objective.concurrency, points=at))
-    for name in runnables:
-        latency = timings[name]
-        if db is not None and isinstance(latency, float) and math.isfinite(latency):
-            db.put_latency(*keys[name]["latency"], latency)
+        built = {}
+        for name in pending:
+            result = build(name)
+            if isinstance(result, str):
+                timings[name] = result
+            else:
+                built[name] = result
+        latency, served = time_them({n: b.runnable for n, b in built.items() if b.runnable})
+        timings.update(latency)
+        per_second.update(served)
+        contenders = remembered_names | set(latency)
+    for name in pending:
+        figure = timings.get(name)
+        if db is not None and isinstance(figure, float) and math.isfinite(figure):
+            db.put_latency(*keys[name]["latency"], figure)
             if objective.throughput:
                 db.put_latency(*keys[name]["throughput"], per_second[name])
     return ({name: timings[name] for name in rivals},
-            {name: per_second[name] for name in rivals if name in per_second}, built)
+            {name: per_second[name] for name in rivals if name in per_second}, built,
+            contenders)
+
+
+class _Duels:
+    """The race two builds at a time, for a model whose rival builds would not all fit in
+    memory at once (each holds its backends' own copies of the weights): each rival is built
+    and raced against the best so far (blocks in rounds, as `race`), and the loser's build
+    goes before the next rival is built. A rival's figure is its best over the duels it ran
+    in; the decision is the chain of duels'."""
+
+    def __init__(self, build: Callable[[str], Built | str],
+                 time_them: Callable[[Mapping[str, Runnable]],
+                                     tuple[dict[str, float], dict[str, float]]],
+                 decide: Decide) -> None:
+        self._build, self._time, self._decide = build, time_them, decide
+        self.timings: dict[str, Timing] = {}
+        self.per_second: dict[str, float] = {}
+        self.kept: dict[str, Built] = {}  # the best so far
+
+    def enter(self, name: str) -> None:
+        result = self._build(name)
+        if isinstance(result, str):
+            self.timings[name] = result
+            return
+        if not self.kept:
+            self.kept = {name: result}
+            return
+        (champion, held), = self.kept.items()
+        assert held.runnable is not None and result.runnable is not None
+        latency, served = self._time({champion: held.runnable, name: result.runnable})
+        for n in (champion, name):
+            before = self.timings.get(n)
+            self.timings[n] = min(latency[n], before) if isinstance(before, float) \
+                else latency[n]
+            if n in served:
+                self.per_second[n] = max(served[n], self.per_second.get(n, 0.0))
+        winner, _ = self._decide(latency, served)
+        if winner == name:
+            self.kept = {name: result}
+        del held, result  # the loser's build goes before the next one is built
+        trim()
+
+    def finish(self) -> None:
+        """A rival left without a duel (the only one built) is timed alone."""
+        for name, held in self.kept.items():
+            if name not in self.timings and held.runnable is not None:
+                latency, served = self._time({name: held.runnable})
+                self.timings[name] = latency[name]
+                self.per_second.update(served)
 
 
 def point_shapes(model: Model, points: Points | None) -> PointShapes | None:

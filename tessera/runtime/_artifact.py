@@ -32,6 +32,7 @@ from tessera._private.version import __version__
 from tessera.config import CompilationConfig
 from tessera.errors import ArtifactError
 from tessera.ir import extract_submodel
+from tessera.ir._weights import FILE, directory_of, mark, reference, refers
 from tessera.placement._costdb import machine
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ FORMAT, VERSION = "tessera-artifact", 1
 MANIFEST = "manifest.json"
 _SHARED_BYTES = 1024  # initializers at least this big are stored once, by content
 _ALIGNMENT = 64  # of each tensor in a weights file: any dtype's views stay aligned
+Blob = bytes | memoryview  # a tensor's bytes, or a view of the model's weights file
 
 
 class FallbackWarning(UserWarning):
@@ -55,8 +57,8 @@ class FallbackWarning(UserWarning):
 def save(compiled: CompiledModel, path: Path) -> Path:
     if path.is_dir():
         raise ArtifactError(f"{path} is a directory; give a file name such as model.tess")
-    entries: dict[str, bytes] = {}
-    tensors: dict[str, bytes] = {}
+    entries: dict[str, Blob] = {}
+    tensors: dict[str, Blob] = {}
     entries["model.onnx"] = _externalize(compiled.model.proto, tensors)
     partitions = []
     for i, (part, built) in enumerate(zip(compiled.plan.partitions, compiled.parts,
@@ -113,7 +115,7 @@ def save(compiled: CompiledModel, path: Path) -> Path:
     return path
 
 
-def _write_zip(handle: Any, entries: dict[str, bytes]) -> None:
+def _write_zip(handle: Any, entries: dict[str, Blob]) -> None:
     with zipfile.ZipFile(handle, "w") as archive:
         for name, data in entries.items():
             # weights barely compress: store them; compress the rest
@@ -121,7 +123,7 @@ def _write_zip(handle: Any, entries: dict[str, bytes]) -> None:
             archive.writestr(name, data, compress_type=method)
 
 
-def _weights_layout(file: str, tensors: dict[str, bytes]) -> dict[str, Any]:
+def _weights_layout(file: str, tensors: Mapping[str, Blob]) -> dict[str, Any]:
     """Where each tensor goes in the weights file: what the manifest records of it. A
     tensor's name is `tensors/<its SHA-256>`."""
     index, end = {}, 0
@@ -133,7 +135,7 @@ def _weights_layout(file: str, tensors: dict[str, bytes]) -> dict[str, Any]:
     return {"file": file, "size": end, "alignment": _ALIGNMENT, "tensors": index}
 
 
-def _write_beside(path: Path, entries: dict[str, bytes], tensors: dict[str, bytes],
+def _write_beside(path: Path, entries: dict[str, Blob], tensors: Mapping[str, Blob],
                   layout: dict[str, Any]) -> None:
     """The artifact and its weights file, each through a temporary file; the weights file is
     renamed into place first, so the artifact never names weights that are not there yet."""
@@ -152,20 +154,27 @@ def _write_beside(path: Path, entries: dict[str, bytes], tensors: dict[str, byte
                 position = offset + len(data)
 
 
-def _externalize(model: onnx.ModelProto, tensors: dict[str, bytes]) -> bytes:
+def _externalize(model: onnx.ModelProto, tensors: dict[str, Blob]) -> bytes:
     import onnx
     from onnx import numpy_helper
 
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
+    stored = _stored(copy)
+    mark(copy, None)  # the artifact holds the weights itself
     for tensor in copy.graph.initializer:
-        if tensor.data_type == onnx.TensorProto.STRING:
-            continue
-        if not tensor.HasField("raw_data"):
-            if _inline_size(tensor) < _SHARED_BYTES:
+        spot = reference(tensor)
+        if spot is not None and stored is not None:  # in the model's weights file
+            data: Blob = stored[spot[0]:spot[0] + spot[1]]
+        else:
+            if tensor.data_type == onnx.TensorProto.STRING:
                 continue
-            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor), tensor.name))
-        data = tensor.raw_data
+            if not tensor.HasField("raw_data"):
+                if _inline_size(tensor) < _SHARED_BYTES:
+                    continue
+                tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor),
+                                                        tensor.name))
+            data = tensor.raw_data
         if len(data) < _SHARED_BYTES:
             continue
         name = f"tensors/{_sha(data)}"
@@ -179,7 +188,22 @@ def _externalize(model: onnx.ModelProto, tensors: dict[str, bytes]) -> bytes:
     return bytes(copy.SerializeToString())
 
 
-def _externalize_bytes(data: bytes, tensors: dict[str, bytes]) -> bytes:
+def _stored(model: onnx.ModelProto) -> memoryview | None:
+    """The model's weights file, mapped (its tensors are written from views of it)."""
+    import mmap
+
+    directory = directory_of(model)
+    if directory is None or not refers(model):  # a form holding its weights (int8)
+        return None
+    try:
+        with (directory / FILE).open("rb") as handle:
+            return memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+    except (OSError, ValueError) as err:
+        raise ArtifactError(f"cannot read the model's weights from {str(directory)!r}: "
+                            f"{err}; compile the model again") from None
+
+
+def _externalize_bytes(data: bytes, tensors: dict[str, Blob]) -> bytes:
     import onnx
 
     return _externalize(onnx.load_from_string(data), tensors)
@@ -320,7 +344,7 @@ def _internalize(data: bytes, files: Mapping[str, bytes | np.ndarray], where: st
     return model
 
 
-def _sha(data: bytes) -> str:
+def _sha(data: Blob) -> str:
     return hashlib.sha256(data).hexdigest()
 
 

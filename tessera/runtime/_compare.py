@@ -16,7 +16,7 @@ from tessera._private.timing import time_block
 from tessera.backends._inputs import random_inputs, shapes_at
 from tessera.config import CompilationConfig
 from tessera.errors import TesseraError
-from tessera.ir import Model
+from tessera.ir import Model, inline_weights
 from tessera.placement._collage import Progress
 from tessera.runtime._compiled import compile
 from tessera.runtime._native import native_runner
@@ -31,7 +31,7 @@ class Comparison:
 
 def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
             progress: Progress | None = None) -> Comparison:
-    raw = model.proto.SerializeToString()
+    raw = inline_weights(model.proto).SerializeToString()  # native runners read bytes
     targets = [t for t in config.priority if t.kind.name != "reference"]
     built: dict[str, Any] = {}  # a runner or compiled model, or why it could not be built
     plans: dict[str, str] = {}

@@ -4,12 +4,14 @@ chain them, freeing every intermediate as soon as its last consumer has run."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tessera import backends
+from tessera._private.memory import trim
 from tessera._private.text import first_line
 from tessera.backends import Compiled
 from tessera.backends._protocol import InputCheck, TensorSpec
@@ -48,7 +50,9 @@ class CompiledModel:
         self.inputs_names = [s.name for s in self.inputs]
         self._check = InputCheck(self.inputs, config.options.shapes)
         self.outputs = list(flow.graph_outputs)
-        constants = {n: t for n, t in flow.initializers.items() if n in self.outputs}
+        weights = model.weights
+        constants = {n: weights.inline_tensor(t) if weights is not None else t
+                     for n, t in flow.initializers.items() if n in self.outputs}
         executor = EXECUTORS.get(config.executor).load()
         self.executor = executor(plan, parts, self.inputs_names, self.outputs, constants)
         self._execute: Callable[[dict[str, Any]], dict[str, np.ndarray]] = self.executor.run
@@ -223,7 +227,9 @@ class RuntimeBuilder:
 
     def __init__(self, samples: Samples | None = None) -> None:
         self.samples = samples  # what calibrates a static int8 partition the user asked for
-        self._memo: dict[tuple[str, tuple[str, ...]], Compiled] = {}
+        # a partition is shared while some build holds it: one the race dropped goes
+        self._memo: weakref.WeakValueDictionary[tuple[str, tuple[str, ...]], Compiled] = \
+            weakref.WeakValueDictionary()
         self._activations: dict[str, Activations] = {}
 
     def build(self, model: Model, config: CompilationConfig, plan: Plan,
@@ -245,11 +251,12 @@ class RuntimeBuilder:
     def release(self) -> None:
         self._memo.clear()
         self._activations.clear()
+        trim()  # what the dropped builds held goes back to the system
 
 
 def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bool = False,
                      activations: Activations | None = None,
-                     memo: dict[tuple[str, tuple[str, ...]], Compiled] | None = None
+                     memo: MutableMapping[tuple[str, tuple[str, ...]], Compiled] | None = None
                      ) -> tuple[list[Compiled | None], dict[int, str]]:
     """Each partition compiled under the plan's thread policy for its device target (through
     the warm cache of compiled partitions with `warm`; None where it failed), and why the
@@ -262,8 +269,9 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
     for i, part in enumerate(plan.partitions):
         target = policy.apply(part.target, part.device)
         key = (str(target), part.nodes)
-        if memo is not None and key in memo:
-            parts.append(memo[key])
+        shared = memo.get(key) if memo is not None else None
+        if shared is not None:
+            parts.append(shared)
             continue
         mask = model.node_set(part.nodes)
         submodel = extract_submodel(model, mask)

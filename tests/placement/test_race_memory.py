@@ -1,0 +1,83 @@
+"""The race of a model whose rivals' builds would not fit in memory at once: two at a time,
+each rival against the best so far, the loser's build dropped before the next is built.
+
+The plans are the TEST-ONLY fakes of test_race_objective (`FakeRunnable`) on its SYNTHETIC
+clock: a test of the race's bookkeeping, not of real speed."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from tessera.config import CompilationConfig
+from tessera.ir import Model, load_model
+from tessera.placement._builder import Built
+from tessera.placement._plan import Plan
+from tessera.placement._race import keep_fastest
+
+from ..ir.models import mlp
+from .test_race_objective import KNOWN, SEARCHED, SPEEDS, CallerClock, FakeBuilder
+
+MODEL = load_model(mlp(hidden=64))  # a weights file of 3 KiB
+
+
+class CountingBuilder(FakeBuilder):
+    """A FakeBuilder that counts the builds alive at once (a build lives while anything
+    holds its runnable)."""
+
+    def __init__(self) -> None:
+        super().__init__(CallerClock(), SPEEDS, 1)
+        self.alive = 0
+        self.most_alive = 0
+
+    def build(self, model: Model, config: CompilationConfig, plan: Plan) -> Built:
+        built = super().build(model, config, plan)
+        self.alive += 1
+        self.most_alive = max(self.most_alive, self.alive)
+        weakref.finalize(built.runnable, self._gone)
+        return built
+
+    def _gone(self) -> None:
+        self.alive -= 1
+
+
+def _race(memory_bytes: int) -> tuple[Any, CountingBuilder]:
+    config = CompilationConfig.create("onnxruntime,openvino")
+    builder = CountingBuilder()
+    outcome = keep_fastest(MODEL, config, SEARCHED, KNOWN, builder, clock=builder.clock,
+                           memory_bytes=memory_bytes)
+    return outcome, builder
+
+
+def test_rivals_too_large_for_memory_race_two_at_a_time() -> None:
+    assert MODEL.weights is not None and MODEL.weights.size > 0
+    everything, together = _race(memory_bytes=1 << 40)
+    bounded, in_duels = _race(memory_bytes=0)
+    # the same rivals built, and the same plan kept with its build
+    assert in_duels.built == together.built and len(in_duels.built) == 4
+    assert together.most_alive == 4 and in_duels.most_alive == 2
+    assert bounded.kept == everything.kept == "greedy"  # OpenVINO alone is fastest
+    assert bounded.built is not None and bounded.built.plan == bounded.plan
+    assert in_duels.alive == 1  # only the kept build is left
+    # every rival has its figure, and the plan says which was kept
+    timings = bounded.timings
+    assert timings["only openvino"] == "same plan as greedy"
+    assert all(isinstance(timings[n], float) for n in timings if n != "only openvino")
+    assert timings["greedy"] == min(t for t in timings.values() if isinstance(t, float))
+    assert bounded.plan.stats.kept == "greedy"
+
+
+def test_a_rival_that_fails_to_build_drops_out_of_the_duels() -> None:
+    class Failing(CountingBuilder):
+        def build(self, model: Model, config: CompilationConfig, plan: Plan) -> Built:
+            if len(plan.partitions) == 2:  # the searched plan fails
+                self.built.append("failed")
+                return Built(plan, (None, None), {0: "compile failed: boom"}, None)
+            return super().build(model, config, plan)
+
+    config = CompilationConfig.create("onnxruntime,openvino")
+    builder = Failing()
+    outcome = keep_fastest(MODEL, config, SEARCHED, KNOWN, builder, clock=builder.clock,
+                           memory_bytes=0)
+    assert outcome.timings["collage"] == "failed to build: compile failed: boom"
+    assert outcome.kept == "greedy" and builder.most_alive == 2
