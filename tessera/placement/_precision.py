@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tessera import backends
@@ -40,6 +40,7 @@ from tessera.ir import Model, Samples
 from tessera.placement._builder import Builder, Built, Runnable
 from tessera.placement._objective import Objective
 from tessera.placement._plan import Partition, Plan, make_partitions
+from tessera.placement._progress import ProgressLike, Reporter
 from tessera.placement._race import race, race_throughput
 from tessera.placement._segments import Segment, segments
 from tessera.placement._settings import setting_variants, settings_base
@@ -136,6 +137,7 @@ class _Judge:
     budget: AccuracyBudget
     reference: list[dict[str, Any]]
     feeds: list[Mapping[str, Any]]
+    report: Reporter = field(default_factory=Reporter)
 
     def accuracy(self, plan: Plan, probe: bool = False
                  ) -> tuple[Built, AccuracyReport | None, str]:
@@ -168,10 +170,13 @@ def _lower_bound_used(report: AccuracyReport, budget: AccuracyBudget) -> float:
 
 def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_built: Built,
                      builder: Builder, samples: Samples, clock: Clock = time.perf_counter,
-                     pins: Mapping[int, Target] | None = None) -> tuple[Plan, Built]:
+                     pins: Mapping[int, Target] | None = None,
+                     progress: ProgressLike | None = None) -> tuple[Plan, Built]:
     """The fastest plan that meets the config's accuracy budget: `fp32` itself, or one with
     some of its segments in a lower precision."""
     started = clock()
+    reporter = Reporter.of(progress)
+    reporter.begin("precision", detail="the fp32 answers")
     budget = config.options.accuracy
     assert budget is not None
     _, validation = samples.split()
@@ -186,7 +191,7 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     else:
         reference_model = backends.get(FALLBACK.kind.name).compile(model.proto, check=False)
         reference = [reference_model.run(feed) for feed in feeds]
-    judge = _Judge(model, config, builder, samples, budget, reference, feeds)
+    judge = _Judge(model, config, builder, samples, budget, reference, feeds, reporter)
     table = SupportTable.build(model, config, None, pins or {})  # pinned nodes stay
     flow = model.dataflow
     order = [flow.names.index(n) for p in fp32.partitions for n in p.nodes]
@@ -199,7 +204,8 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     whole: dict[str, tuple[Target, Plan, Built, AccuracyReport]] = {}
     # the hopeless forms: (form, segments) -> the variant that judged it, and its share
     hopeless_forms: dict[tuple[str, tuple[int, ...]], tuple[str, float]] = {}
-    for variant in variants:
+    for position, variant in enumerate(variants):
+        reporter.step("precision", position, len(variants), f"{variant} on the whole model")
         chosen = tuple(s.index for s in cut if _runs(table, s, variant))
         if not chosen:
             records[str(variant)] = VariantRecord(str(variant), note="runs no segment")
@@ -245,7 +251,7 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
         return _finish(fp32, fp32_built, fp32_report, records, "fp32", cut, flow.names, {},
                        clock() - started)
     timed = _timed(objective, {"fp32": fp32_built.runnable, **{
-        n: b.runnable for n, (_, _, b, _) in whole.items() if b.runnable}}, clock)
+        n: b.runnable for n, (_, _, b, _) in whole.items() if b.runnable}}, clock, reporter)
     base_ms = timed["fp32"]
     candidates: dict[str, tuple[Plan, Built, AccuracyReport]] = {}
     searched = False  # one variant at most is searched segment by segment: the costly step
@@ -293,7 +299,7 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
             origin[str(variant)] = name
             candidates[str(variant)] = settled
     finals = _timed(objective, {"fp32": fp32_built.runnable, **{
-        n: b.runnable for n, (_, b, _) in candidates.items() if b.runnable}}, clock)
+        n: b.runnable for n, (_, b, _) in candidates.items() if b.runnable}}, clock, reporter)
     winner = min(finals, key=lambda n: (finals[n], n != "fp32"))
     if winner == "fp32":
         plan, built, report = fp32, fp32_built, fp32_report
@@ -306,15 +312,15 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     return result
 
 
-def _timed(objective: Objective, runnables: Mapping[str, Runnable], clock: Clock
-           ) -> dict[str, float]:
+def _timed(objective: Objective, runnables: Mapping[str, Runnable], clock: Clock,
+           report: Reporter | None = None) -> dict[str, float]:
     """Each plan's figure under the objective, lower is better: its latency at the
     percentile, or under `throughput` the milliseconds per inference its callers achieve
     together (infinite over the latency budget)."""
     if not objective.throughput:
-        return race(runnables, clock=clock, percentile=objective.percentile)
+        return race(runnables, clock=clock, percentile=objective.percentile, progress=report)
     served = race_throughput(runnables, objective.concurrency, objective.percentile,
-                             clock=clock)
+                             clock=clock, progress=report)
     budget = objective.latency_budget_ms
     return {name: (float("inf") if s.per_second <= 0 or (
         budget is not None and s.latency_ms > budget) else round(1000.0 / s.per_second, 4))
@@ -393,9 +399,11 @@ def _within_budget(judge: _Judge, flow: object, cut: Sequence[Segment],
     """The segments of `variant` that keep the plan within the budget, chosen by their
     error measured one at a time, and the plan measured with them."""
     used: dict[int, float] = {}
+    judge.report.begin("precision", len(record.segments), f"{variant}, segment by segment")
     for index in record.segments:
         _, report, _ = judge.accuracy(_plan(flow, cut, fp32_of, {index: variant}, fp32))
         used[index] = budget_used(report, judge.budget) if report is not None else float("inf")
+        judge.report.advance("precision", f"{variant}, segment {index}")
     weight = {s.index: s.weight for s in cut}
     # least error per unit of work first, while the predicted errors sum within the budget
     ranked = sorted(used, key=lambda i: (used[i] / weight[i], i))
@@ -407,6 +415,7 @@ def _within_budget(judge: _Judge, flow: object, cut: Sequence[Segment],
             total += used[index]
     record = replace(record, segment_used=tuple(sorted(used.items())))
     reverted = 0
+    judge.report.begin("precision", detail=f"{variant} on {len(kept)} segment(s)")
     while kept:
         plan = _plan(flow, cut, fp32_of, dict.fromkeys(kept, variant), fp32)
         built, report, _ = judge.accuracy(plan)
