@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tessera import backends
@@ -137,7 +137,6 @@ class _Judge:
     budget: AccuracyBudget
     reference: list[dict[str, Any]]
     feeds: list[Mapping[str, Any]]
-    report: Reporter = field(default_factory=Reporter)
 
     def accuracy(self, plan: Plan, probe: bool = False
                  ) -> tuple[Built, AccuracyReport | None, str]:
@@ -191,7 +190,7 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     else:
         reference_model = backends.get(FALLBACK.kind.name).compile(model.proto, check=False)
         reference = [reference_model.run(feed) for feed in feeds]
-    judge = _Judge(model, config, builder, samples, budget, reference, feeds, reporter)
+    judge = _Judge(model, config, builder, samples, budget, reference, feeds)
     table = SupportTable.build(model, config, None, pins or {})  # pinned nodes stay
     flow = model.dataflow
     order = [flow.names.index(n) for p in fp32.partitions for n in p.nodes]
@@ -279,7 +278,7 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
                 continue
             searched = True
             kept, final, record = _within_budget(judge, flow, cut, fp32_of, fp32,
-                                                 variant, record)
+                                                 variant, record, reporter)
         if final is None:
             records[name] = replace(record, note=record.note or "no segment set meets the budget")
             continue
@@ -393,17 +392,18 @@ def _plan(flow: object, cut: Sequence[Segment], fp32_of: Mapping[int, Target],
 
 def _within_budget(judge: _Judge, flow: object, cut: Sequence[Segment],
                    fp32_of: Mapping[int, Target], fp32: Plan, variant: Target,
-                   record: VariantRecord
+                   record: VariantRecord, progress: Reporter | None = None
                    ) -> tuple[tuple[int, ...], tuple[Plan, Built, AccuracyReport] | None,
                               VariantRecord]:
     """The segments of `variant` that keep the plan within the budget, chosen by their
     error measured one at a time, and the plan measured with them."""
+    reporter = progress or Reporter()
     used: dict[int, float] = {}
-    judge.report.begin("precision", len(record.segments), f"{variant}, segment by segment")
+    reporter.begin("precision", len(record.segments), f"{variant}, segment by segment")
     for index in record.segments:
         _, report, _ = judge.accuracy(_plan(flow, cut, fp32_of, {index: variant}, fp32))
         used[index] = budget_used(report, judge.budget) if report is not None else float("inf")
-        judge.report.advance("precision", f"{variant}, segment {index}")
+        reporter.advance("precision", f"{variant}, segment {index}")
     weight = {s.index: s.weight for s in cut}
     # least error per unit of work first, while the predicted errors sum within the budget
     ranked = sorted(used, key=lambda i: (used[i] / weight[i], i))
@@ -415,7 +415,7 @@ def _within_budget(judge: _Judge, flow: object, cut: Sequence[Segment],
             total += used[index]
     record = replace(record, segment_used=tuple(sorted(used.items())))
     reverted = 0
-    judge.report.begin("precision", detail=f"{variant} on {len(kept)} segment(s)")
+    reporter.begin("precision", detail=f"{variant} on {len(kept)} segment(s)")
     while kept:
         plan = _plan(flow, cut, fp32_of, dict.fromkeys(kept, variant), fp32)
         built, report, _ = judge.accuracy(plan)
