@@ -15,6 +15,7 @@ __all__ = [
     "DeviceUnavailableError",
     "ExecutionError",
     "InputError",
+    "InterruptedCompile",
     "ModelError",
     "PartitionError",
     "RegistryError",
@@ -75,6 +76,12 @@ class PartitionError(TesseraError, RuntimeError):
 class ArtifactError(TesseraError, ValueError):
     """A saved artifact is corrupt, from another format version, or needs a backend (or a
     backend version) this machine does not have."""
+
+
+class InterruptedCompile(TesseraError, KeyboardInterrupt):
+    """A compile interrupted (Ctrl-C) where no plan could be kept: outside the search, or a
+    second time while the plan kept after the first was being built. It is a
+    KeyboardInterrupt too, so code that stops on one stops on it."""
 
 
 class CacheWarning(UserWarning):

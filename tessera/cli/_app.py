@@ -11,10 +11,11 @@ from typing import Any
 import click
 from rich.console import Console
 
-from tessera.errors import TesseraError
+from tessera.errors import InterruptedCompile, TesseraError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
 
 
 def console() -> Console:
@@ -24,11 +25,18 @@ def console() -> Console:
 
 
 class TesseraGroup(click.Group):
-    """Turns tessera errors into one clear line and exit code 2; `--verbose` keeps the trace."""
+    """Turns tessera errors into one clear line and exit code 2, and an interrupt (Ctrl-C)
+    into one line and exit code 130; `--verbose` keeps the trace."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except InterruptedCompile as err:
+            _report(ctx, str(err), err)
+            ctx.exit(EXIT_INTERRUPTED)
+        except KeyboardInterrupt as err:
+            _report(ctx, "interrupted: stopped before any plan was kept", err)
+            ctx.exit(EXIT_INTERRUPTED)
         except TesseraError as err:
             _report(ctx, f"error: {err}", err)
             ctx.exit(EXIT_BAD_INPUT)

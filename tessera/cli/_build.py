@@ -18,6 +18,7 @@ from tessera.cli._common import (
     end_to_end_line,
     executor_option,
     expand_targets,
+    interrupted_line,
     objective_flags,
     objective_options,
     option_option,
@@ -33,6 +34,7 @@ from tessera.cli._common import (
     shape_profile_option,
     target_option,
 )
+from tessera.cli._progress import interrupted_exit, progress_display
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,28 +48,6 @@ def build_config(targets: str, options: tuple[str, ...], extra: list[str],
     chosen = [f"{k.replace('_', '-')}={v}" for k, v in flow.items() if v is not None]
     return config_from_cli(expand_targets(targets), None, executor, None, (*chosen, *options),
                            extra)
-
-
-def measuring_progress() -> tuple[Any, Any]:
-    """A rich progress bar for Collage's measuring, and the callback that drives it."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    bar = Progress(TextColumn("measuring candidates ({task.fields[target]})"), BarColumn(),
-                   MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("left"),
-                   TimeRemainingColumn(), console=console(), transient=True)
-    task = bar.add_task("measure", total=None, target="")
-
-    def update(done: int, total: int, target: str) -> None:
-        bar.update(task, completed=done, total=total, target=target)
-
-    return bar, update
 
 
 # -- compile -------------------------------------------------------------------------------
@@ -113,7 +93,7 @@ def compile_command(ctx: click.Context, model: str, targets: str, executor: str 
                         verify=config.options.verify)
     checked = Samples.load(samples, loaded) if samples else None  # before any measuring
     out = Path(output) if output else Path(model).with_suffix(".tess")
-    bar, update = measuring_progress()
+    bar, update = progress_display()
     with bar:
         compiled = compile_model(loaded, config, pins=cli_pins(loaded, pins), progress=update,
                                  samples=checked)
@@ -129,10 +109,14 @@ def compile_command(ctx: click.Context, model: str, targets: str, executor: str 
         click.echo(line)
     compiled.save(out)
     click.echo(f"saved {out} ({out.stat().st_size / 1e6:.2f} MB)")
+    stopped = plan.stats.interrupted
+    if stopped is not None:
+        interrupted_exit(ctx, stopped, f"kept {stopped.kept}, saved to {out}")
 
 
 def print_plan_stats(plan: Plan) -> None:
-    for line in (search_line(plan.stats), end_to_end_line(plan.stats)):
+    for line in (interrupted_line(plan.stats), search_line(plan.stats),
+                 end_to_end_line(plan.stats)):
         if line is not None:
             click.echo(line)
 
@@ -311,7 +295,7 @@ def bench_command(ctx: click.Context, model: str, targets: str, executor: str | 
 
     config = build_config(targets, (*profile_flags(profile), *options), ctx.args, executor)
     loaded = load_model(model, parse_shapes(shapes), require_static=False)
-    bar, update = measuring_progress()
+    bar, update = progress_display()
     with bar:
         result = compare(loaded, config, seconds=seconds, progress=update)
     rows = result.rows

@@ -273,6 +273,11 @@ def end_to_end_line(stats: SearchStats) -> str | None:
     return f"end to end{label}: {timings}; kept {stats.kept}"
 
 
+def interrupted_line(stats: SearchStats) -> str | None:
+    """Where an interrupt stopped the search and what was kept (None: it finished)."""
+    return None if stats.interrupted is None else str(stats.interrupted)
+
+
 def search_line(stats: SearchStats) -> str | None:
     """What the search measured (None: nothing was searched)."""
     if not stats.candidates:

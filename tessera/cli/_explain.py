@@ -10,6 +10,7 @@ import click
 
 from tessera.cli import _common as common
 from tessera.cli._app import cli
+from tessera.cli._progress import interrupted_exit, progress_display
 
 
 @cli.command("explain", epilog=common.TARGET_FLAGS_HELP, context_settings=common.TARGET_FLAGS)
@@ -65,7 +66,10 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
              *options), ctx.args)
         loaded = load_model(model, common.parse_shapes(shapes), require_static=False,
                             verify=config.options.verify)
-        plan = partition(loaded, config, pins=common.cli_pins(loaded, pins), samples=samples)
+        bar, update = progress_display()
+        with bar:
+            plan = partition(loaded, config, pins=common.cli_pins(loaded, pins),
+                             samples=samples, progress=update)
         budget = config.options.accuracy
     if html_out:
         from tessera._private.cache import atomic_write_bytes
@@ -74,10 +78,13 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
         atomic_write_bytes(Path(html_out), render_html(plan, loaded, Path(model).name).encode())
     if as_json:
         click.echo(plan.to_json())
-        return
-    click.echo(render(plan, loaded, Path(model).name, budget))
-    if html_out:
-        click.echo(f"\nplacement picture written to {html_out}")
+    else:
+        click.echo(render(plan, loaded, Path(model).name, budget))
+        if html_out:
+            click.echo(f"\nplacement picture written to {html_out}")
+    stopped = plan.stats.interrupted
+    if stopped is not None and not model.endswith(".tess"):
+        interrupted_exit(ctx, stopped, f"kept {stopped.kept}")
 
 
 def render(plan: object, model: object, label: str, budget: object = None) -> str:
@@ -89,8 +96,8 @@ def render(plan: object, model: object, label: str, budget: object = None) -> st
     ops = dict(zip(flow.names, (n.op_type for n in flow.nodes), strict=True))
     lines = [f"model {label}: {len(flow)} nodes; partitioner {plan.partitioner}"]
     stats = plan.stats
-    lines += [line for line in (common.search_line(stats), common.end_to_end_line(stats))
-              if line is not None]
+    lines += [line for line in (common.interrupted_line(stats), common.search_line(stats),
+                                common.end_to_end_line(stats)) if line is not None]
     lines.append(common.accuracy_line(stats, budget))
     lines += common.precision_lines(stats)
     lines += common.shape_lines(stats)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tessera._private.accuracy import AccuracyReport
 from tessera.placement._builder import Builder, Built, Runnable
 from tessera.placement._candidates import Candidate
-from tessera.placement._collage import Progress, known_plans, place_collage
+from tessera.placement._collage import known_plans, place_collage
 from tessera.placement._costdb import Cost, CostDB, Record
 from tessera.placement._decide import Placement, place, replace_lost
 from tessera.placement._greedy import place_greedy
@@ -25,30 +25,47 @@ from tessera.placement._pins import (
     resolve_pins,
 )
 from tessera.placement._plan import Partition, Plan, make_partitions
+from tessera.placement._progress import (
+    PHASES,
+    MeasuringCallback,
+    Progress,
+    ProgressEvent,
+    ProgressLike,
+)
 from tessera.placement._race import Served, race, race_throughput
 from tessera.placement._search import SearchResult, cheapest_cover
-from tessera.placement._stats import InvalidCandidate, ProposalRecord, SearchStats
+from tessera.placement._stats import (
+    InterruptRecord,
+    InvalidCandidate,
+    ProposalRecord,
+    SearchStats,
+)
 from tessera.placement._support import FALLBACK, SupportTable, candidate_targets
 
 __all__ = [
     "FALLBACK",
     "METADATA_KEY",
+    "PHASES",
     "AccuracyReport",
     "Builder",
     "Built",
     "Candidate",
     "Cost",
     "CostDB",
+    "InterruptRecord",
     "InvalidCandidate",
     "LocalMeasurer",
     "MeasureSettings",
     "Measurer",
+    "MeasuringCallback",
     "Objective",
     "Partition",
     "PinSpec",
     "Placement",
     "Plan",
     "Progress",
+    "ProgressEvent",
+    "ProgressLike",
     "ProposalRecord",
     "Record",
     "Runnable",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tessera import backends
@@ -16,11 +15,13 @@ from tessera.ir import Model, NodeSet, members
 from tessera.placement._candidates import Candidate, generate
 from tessera.placement._costdb import Cost, CostDB, fingerprint
 from tessera.placement._greedy import place_greedy
+from tessera.placement._interrupted import priced_so_far
 from tessera.placement._measure import Measurer
 from tessera.placement._measurers import LocalMeasurer
 from tessera.placement._plan import Plan, make_partitions
 from tessera.placement._points import Points
 from tessera.placement._priority import TIE, tie_broken, within_noise
+from tessera.placement._progress import ProgressLike, Reporter
 from tessera.placement._proposed import proposed_candidates
 from tessera.placement._race import NEAR_SINGLE
 from tessera.placement._regions import (
@@ -37,7 +38,6 @@ from tessera.placement._support import FALLBACK, SupportTable
 from tessera.placement._variants import keep_faster, small_candidates
 from tessera.target import Target
 
-Progress = Callable[[int, int, str], None]  # candidates priced, of all, current target
 FINE_ALL = 2 * REGION_NODES  # models this small are searched node by node everywhere
 
 
@@ -64,7 +64,7 @@ def known_plans(model: Model, table: SupportTable, min_block_size: int) -> dict[
 def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
                   max_candidate_size: int = 3, min_block_size: int = 1,
                   foreign_costs: bool = False, measurer: Measurer | None = None,
-                  progress: Progress | None = None, partition_overhead_ms: float = 0.0,
+                  progress: ProgressLike | None = None, partition_overhead_ms: float = 0.0,
                   points: Points | None = None, fine_everywhere: bool = False
                   ) -> tuple[Plan, dict[str, Plan]]:
     """The searched plan and the known plans it was bounded by (with their modelled costs).
@@ -79,7 +79,10 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     flow = model.dataflow
     plans = known_plans(model, table, min_block_size)
     index = {name: i for i, name in enumerate(flow.names)}
-    pricer = _Pricer(model, db, measurer or LocalMeasurer(), foreign_costs, progress, points)
+    report = Reporter.of(progress)
+    pricer = _Pricer(model, db, measurer or LocalMeasurer(), foreign_costs, report, points)
+    report.pricing(lambda: priced_so_far(plans, pricer.costs, index, partition_overhead_ms,
+                                         pricer.measured))  # what an interrupt may keep
     within, coarse, slow, unpromising = (None, None, {}, ()) if fine_everywhere else \
         _coarse(pricer, table, partition_overhead_ms)
     # a single-target plan bound to lose is not priced: it would be neither the bound nor
@@ -113,6 +116,7 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
     bounded = {name: _plan_cost(plan, index, searchable) + partition_overhead_ms * len(
         plan.partitions) for name, plan in plans.items()}
     bound = min(bounded.values(), default=math.inf)
+    report.begin("search")
     start = time.perf_counter()
     states = pruned = None
     truncated = None
@@ -175,8 +179,9 @@ def _coarse(pricer: _Pricer, table: SupportTable, overhead_ms: float
     costs: list[dict[str, float]] = [{} for _ in cut]
     slowness = Slowness()
     slow: dict[str, str] = {}
-    for target in targets:
+    for t, target in enumerate(targets):
         for r, mask in enumerate(cut):
+            pricer.ahead = (len(targets) - t) * len(cut) - r - 1  # regions to go, at most
             if not all(target in table.allowed[i] for i in members(mask)):
                 continue
             best = slowness.best(r)
@@ -189,6 +194,7 @@ def _coarse(pricer: _Pricer, table: SupportTable, overhead_ms: float
             if slowness.hopeless(str(target)):
                 slow[str(target)] = f"{target}: {slowness.describe(str(target))}"
                 break
+    pricer.ahead = 0
     kept = [str(t) for t in targets if str(t) not in slow]
     kept_costs = [{t: c for t, c in region.items() if t in kept} for region in costs]
     choice = coarse_choice(kept_costs, kept, overhead_ms)
@@ -221,7 +227,7 @@ class _Pricer:
     mean, and it fails where any point fails."""
 
     def __init__(self, model: Model, db: CostDB | None, run: Measurer, foreign: bool,
-                 progress: Progress | None, points: Points | None) -> None:
+                 progress: Reporter, points: Points | None) -> None:
         self.model, self.db, self.run, self.foreign = model, db, run, foreign
         self.progress, self.points = progress, points
         self.views = points.views if points is not None else ((None, model),)
@@ -232,13 +238,16 @@ class _Pricer:
         self._keys: dict[str, tuple[str, str]] = {}
         self.hits = self.measured = 0
         self.seconds = 0.0
+        self.ahead = 0  # candidates the caller will ask for after these (for progress)
 
     def price(self, candidates: list[Candidate], run: Measurer | None = None) -> list[Cost]:
         """Each candidate's cost, in the order given (those not known measured by `run`,
         by default the pricer's measurer)."""
         fresh = [c for c in dict.fromkeys(candidates) if (c.mask, str(c.target))
                  not in self.costs]
-        total = len(self.costs) + len(fresh)
+        total = len(self.costs) + len(fresh) + self.ahead
+        if len(fresh) > 1:  # a batch: its own rate of progress
+            self.progress.begin("measuring", total, done=len(self.costs))
         for candidate in sorted(fresh, key=lambda c: str(c.target)):
             target = candidate.target
             priced = _priced_at_points(self.model, candidate, self.views, self.points,
@@ -252,8 +261,7 @@ class _Pricer:
             self.at_points[key] = tuple(k.ms for k in priced.costs) \
                 if len(priced.costs) == len(self.views) else ()
             self.candidates.append(candidate)
-            if self.progress is not None:
-                self.progress(len(self.costs), total, str(target))
+            self.progress.step("measuring", len(self.costs), total, str(target))
         return [self.costs[(c.mask, str(c.target))] for c in candidates]
 
     def _key(self, target: Target) -> tuple[str, str]:

@@ -21,13 +21,15 @@ from dataclasses import dataclass, replace
 
 from tessera._private.timing import Clock
 from tessera.config import CompilationConfig
+from tessera.errors import InterruptedCompile
 from tessera.ir import Model, Samples
 from tessera.placement._builder import Builder, Built
-from tessera.placement._collage import Progress, place_collage
+from tessera.placement._collage import place_collage
 from tessera.placement._costdb import CostDB
 from tessera.placement._devices import assign_devices, config_devices, device_for
 from tessera.placement._greedy import place_greedy
 from tessera.placement._guard import guard_verdicts
+from tessera.placement._interrupted import keep_fp32, keep_interrupted, stopped
 from tessera.placement._measure import Measurer
 from tessera.placement._measurers import LocalMeasurer
 from tessera.placement._memory import (
@@ -41,6 +43,7 @@ from tessera.placement._pins import PinSpec, pinned_devices, resolve_pins
 from tessera.placement._plan import Plan
 from tessera.placement._points import Points
 from tessera.placement._precision import not_tried, search_precision
+from tessera.placement._progress import ProgressLike, Reporter
 from tessera.placement._race import SEARCHED, keep_fastest
 from tessera.placement._stats import PrecisionRecord, SearchStats, ShapesRecord
 from tessera.placement._support import FALLBACK, SupportTable, served_targets
@@ -63,19 +66,28 @@ class Placement:
 
 def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
           builder: Builder | None = None, build: bool = False,
-          measurer: Measurer | None = None, progress: Progress | None = None,
+          measurer: Measurer | None = None, progress: ProgressLike | None = None,
           db: CostDB | None = None, clock: Clock = time.perf_counter,
           samples: Samples | None = None) -> Placement:
     """The plan for `model` on `config`'s targets, each partition with its device target
     (`assign_devices`). With a `builder`, Collage's plan is raced end to end against its
     rivals; with `build` too, the plan kept is built and passes the numeric guard (when the
     config asks for it) before it is returned, and, with `samples` and the config's accuracy
-    budget, its precision variants are searched (`_precision.py`)."""
-    placed = _place(model, config, pins=pins, builder=builder, build=build,
-                    measurer=measurer or LocalMeasurer(config.options.isolate,
-                                                       config.options.measure_timeout,
-                                                       devices=config_devices(config)),
-                    progress=progress, db=db, clock=clock, samples=samples)
+    budget, its precision variants are searched (`_precision.py`). `progress` follows each
+    phase (`_progress.py`). An interrupt (KeyboardInterrupt) during the Collage search or the
+    precision search keeps the best plan known so far (`_interrupted.py`); elsewhere it is
+    an `InterruptedCompile`."""
+    report = Reporter.of(progress)
+    try:
+        placed = _place(model, config, pins=pins, builder=builder, build=build,
+                        measurer=measurer or LocalMeasurer(config.options.isolate,
+                                                           config.options.measure_timeout,
+                                                           devices=config_devices(config)),
+                        progress=report, db=db, clock=clock, samples=samples)
+    except InterruptedCompile:
+        raise
+    except KeyboardInterrupt:
+        raise stopped(report) from None
     plan = assign_devices(placed.plan, config)
     return Placement(plan, replace(placed.built, plan=plan) if placed.built else None)
 
@@ -91,7 +103,7 @@ def _requested_devices(model: Model, config: CompilationConfig,
 
 def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
            builder: Builder | None, build: bool, measurer: Measurer,
-           progress: Progress | None, db: CostDB | None, clock: Clock,
+           progress: Reporter, db: CostDB | None, clock: Clock,
            samples: Samples | None) -> Placement:
     resolved = resolve_pins(model.dataflow, pins, config)
     served_targets(model.dataflow.names, config, resolved)  # before any remembered plan
@@ -102,8 +114,13 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
     while True:
         if collage:
             assert db is not None
-            plan, built = _collage(model, config, resolved, banned, builder, measurer,
-                                   progress, db, clock, points)
+            try:
+                plan, built = _collage(model, config, resolved, banned, builder, measurer,
+                                       progress, db, clock, points)
+            except KeyboardInterrupt:  # the best plan known so far, never remembered
+                return Placement(*keep_interrupted(
+                    model, config, resolved, banned, builder if build else None, points,
+                    progress, _requested_devices(model, config, resolved)))
         else:
             table = SupportTable.build(model, config, banned, resolved)
             plan, built = place_greedy(model, table, config.options.min_block_size), None
@@ -120,8 +137,8 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
         guard = config.options.numeric_guard and plan.stats.numeric_guard != "passed"
         if built is None:
             built = builder.build(model, config, plan)
-        verdicts = {**built.failures, **(guard_verdicts(model, plan, built.parts, points)
-                                         if guard else {})}
+        verdicts = {**built.failures, **(guard_verdicts(model, plan, built.parts, points,
+                                                        progress) if guard else {})}
         if not verdicts:
             if guard:
                 plan = remember_guard_passed(db, plan) if db is not None else \
@@ -130,14 +147,18 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
             if samples is None and config.options.accuracy is None:
                 return placed
             key = search_key(model, config, resolved, banned)
-            return _with_precision(model, config, placed, builder, samples, db, key, clock,
-                                   resolved)
+            try:
+                return _with_precision(model, config, placed, builder, samples, db, key,
+                                       clock, resolved, progress)
+            except KeyboardInterrupt:  # the fp32 plan, built and checked
+                return Placement(*keep_fp32(placed.plan, placed.built, progress))
         _ban(plan, verdicts, banned)  # each round bans at least one pair: it ends
 
 
 def _with_precision(model: Model, config: CompilationConfig, placed: Placement,
                     builder: Builder, samples: Samples | None, db: CostDB | None, key: str,
-                    clock: Clock, pins: Mapping[int, Target]) -> Placement:
+                    clock: Clock, pins: Mapping[int, Target], progress: Reporter
+                    ) -> Placement:
     """`placed` or a plan with lower-precision segments that meets the accuracy budget,
     remembered under the fp32 plan's key and the samples, so a warm compile searches
     nothing and quantizes nothing its compile cache holds."""
@@ -154,19 +175,20 @@ def _with_precision(model: Model, config: CompilationConfig, placed: Placement,
         if not built.failures and built.runnable is not None:
             return Placement(remembered, built)
     plan, built = search_precision(model, config, placed.plan, placed.built, builder, samples,
-                                   clock, pins)
+                                   clock, pins, progress)
     plan = remember(db, key, plan)
     return Placement(plan, replace(built, plan=plan))
 
 
 def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target],
              banned: Mapping[str, Mapping[str, str]], builder: Builder | None,
-             measurer: Measurer, progress: Progress | None, db: CostDB, clock: Clock,
+             measurer: Measurer, progress: Reporter, db: CostDB, clock: Clock,
              points: Points) -> tuple[Plan, Built | None]:
     key = search_key(model, config, pins, banned)
     remembered = recall(db, key)
     if remembered is not None:
         return remembered, None
+    progress.begin("support")
     table = SupportTable.build(model, config, banned, pins)
     backends_key = overhead_key(config)
     overhead = db.get_overhead(*backends_key) or 0.0
@@ -180,14 +202,16 @@ def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
             measurer=measurer, progress=progress, partition_overhead_ms=overhead,
             points=points)
         _verified(model, config, searched, pins, "after the Collage search")
+        progress.keep(1, SEARCHED, searched)  # what an interrupt keeps, until a race ends
         rounds += 1
         first = first or searched.stats  # where the measuring happened
         if builder is None:  # nothing can time plans end to end: the search decides
             plan, built = searched, None
             break
         outcome = keep_fastest(model, config, searched, known, builder, db, clock=clock,
-                               points=points)
+                               points=points, progress=progress)
         plan, built = outcome.plan, outcome.built
+        progress.keep(2, outcome.kept, plan, built)
         _verified(model, config, plan, pins, "after the end-to-end race")
         estimate = overhead_estimate(searched, outcome.searched_ms)
         if estimate is None:

@@ -15,6 +15,7 @@ from tessera.errors import TesseraError
 from tessera.ir import Model, extract_submodel
 from tessera.placement._plan import Plan
 from tessera.placement._points import Points
+from tessera.placement._progress import ProgressLike, Reporter
 from tessera.placement._support import FALLBACK
 from tessera.target import Target
 
@@ -47,13 +48,19 @@ def lowered(target: Target) -> bool:
 
 
 def guard_verdicts(model: Model, plan: Plan, parts: Sequence[Compiled | None],
-                   points: Points | None = None) -> dict[int, str]:
+                   points: Points | None = None, progress: ProgressLike | None = None
+                   ) -> dict[int, str]:
     """Partition index -> why the guard gives it back, for the partitions that were built;
     a model with symbolic dimensions is checked at every point of its profile."""
     verdicts = {}
     dynamic = points is not None and points.dynamic
+    checked = [i for i, (part, compiled) in enumerate(zip(plan.partitions, parts, strict=True))
+               if compiled is not None and part.kind != FALLBACK.kind.name
+               and not lowered(part.target)]
+    report = Reporter.of(progress)
+    report.begin("guard", len(checked))
     for i, (part, compiled) in enumerate(zip(plan.partitions, parts, strict=True)):
-        if compiled is None or part.kind == FALLBACK.kind.name or lowered(part.target):
+        if i not in checked or compiled is None:
             continue
         for index, (point, _) in enumerate(points.views if points is not None and dynamic
                                            else ((None, model),)):
@@ -63,6 +70,7 @@ def guard_verdicts(model: Model, plan: Plan, parts: Sequence[Compiled | None],
             if verdict:
                 verdicts[i] = f"{verdict} (at {point})" if point is not None else verdict
                 break
+        report.advance("guard", str(part.target))
     return verdicts
 
 

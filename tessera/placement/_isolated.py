@@ -85,7 +85,7 @@ class MeasureWorker:
         self._conn, child = context.Pipe()
         self._process = context.Process(target=_serve, args=(child,), daemon=True,
                                         name="tessera-measure")
-        with _main_module_hidden():
+        with _main_module_hidden(), _ctrl_c_held():
             self._process.start()
         child.close()
 
@@ -113,6 +113,9 @@ class MeasureWorker:
                     return [Cost(*c) for c in self._conn.recv()]
             except (EOFError, OSError):
                 pass
+            except KeyboardInterrupt:  # its answer would be read as the next request's
+                self._discard()
+                raise
             return [self._lost(timeout_s)] * len(points)
 
     def _lost(self, timeout_s: float) -> Cost:
@@ -134,6 +137,13 @@ class MeasureWorker:
         return Cost.failed(f"crashed: the backend exited its process with status {code}",
                            "crashed")
 
+    def _discard(self) -> None:
+        """Stop the worker without a verdict on its candidate (the caller was interrupted)."""
+        process, self._process = self._process, None
+        if process is not None and process.is_alive():
+            process.kill()
+            process.join(5)
+
     def close(self) -> None:
         with self._lock:
             if self._process is not None and self._process.is_alive():
@@ -145,6 +155,22 @@ class MeasureWorker:
                 if self._process.is_alive():
                     self._process.kill()
             self._process = None
+
+
+@contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """SIGINT ignored while the worker starts: a process inherits an ignored signal, so the
+    worker ignores Ctrl-C from its first instruction, and one pressed while it imports
+    neither kills it nor prints its traceback (the caller misses a Ctrl-C of these few
+    milliseconds). Only the main thread may change signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, held)
 
 
 def _serve(conn: Any) -> None:

@@ -118,6 +118,8 @@ class Plan:
         total = self.cost_ms
         lines = [f"{len(self.partitions)} partition(s), partitioner {self.partitioner}"
                  + (f", {total:.3f} ms measured" if total is not None else "")]
+        if self.stats.interrupted is not None:
+            lines.append(str(self.stats.interrupted))
         for i, p in enumerate(self.partitions):
             cost = f", {p.cost_ms:.3f} ms" if p.cost_ms is not None else ""
             on = f" on {p.device}" if p.device is not None else ""

@@ -40,6 +40,7 @@ from tessera.ir import Model, Samples
 from tessera.placement._builder import Builder, Built, Runnable
 from tessera.placement._objective import Objective
 from tessera.placement._plan import Partition, Plan, make_partitions
+from tessera.placement._progress import ProgressLike, Reporter
 from tessera.placement._race import race, race_throughput
 from tessera.placement._segments import Segment, segments
 from tessera.placement._settings import setting_variants, settings_base
@@ -168,10 +169,13 @@ def _lower_bound_used(report: AccuracyReport, budget: AccuracyBudget) -> float:
 
 def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_built: Built,
                      builder: Builder, samples: Samples, clock: Clock = time.perf_counter,
-                     pins: Mapping[int, Target] | None = None) -> tuple[Plan, Built]:
+                     pins: Mapping[int, Target] | None = None,
+                     progress: ProgressLike | None = None) -> tuple[Plan, Built]:
     """The fastest plan that meets the config's accuracy budget: `fp32` itself, or one with
     some of its segments in a lower precision."""
     started = clock()
+    reporter = Reporter.of(progress)
+    reporter.begin("precision", detail="the fp32 answers")
     budget = config.options.accuracy
     assert budget is not None
     _, validation = samples.split()
@@ -199,7 +203,8 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     whole: dict[str, tuple[Target, Plan, Built, AccuracyReport]] = {}
     # the hopeless forms: (form, segments) -> the variant that judged it, and its share
     hopeless_forms: dict[tuple[str, tuple[int, ...]], tuple[str, float]] = {}
-    for variant in variants:
+    for position, variant in enumerate(variants):
+        reporter.step("precision", position, len(variants), f"{variant} on the whole model")
         chosen = tuple(s.index for s in cut if _runs(table, s, variant))
         if not chosen:
             records[str(variant)] = VariantRecord(str(variant), note="runs no segment")
@@ -245,7 +250,7 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
         return _finish(fp32, fp32_built, fp32_report, records, "fp32", cut, flow.names, {},
                        clock() - started)
     timed = _timed(objective, {"fp32": fp32_built.runnable, **{
-        n: b.runnable for n, (_, _, b, _) in whole.items() if b.runnable}}, clock)
+        n: b.runnable for n, (_, _, b, _) in whole.items() if b.runnable}}, clock, reporter)
     base_ms = timed["fp32"]
     candidates: dict[str, tuple[Plan, Built, AccuracyReport]] = {}
     searched = False  # one variant at most is searched segment by segment: the costly step
@@ -273,7 +278,7 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
                 continue
             searched = True
             kept, final, record = _within_budget(judge, flow, cut, fp32_of, fp32,
-                                                 variant, record)
+                                                 variant, record, reporter)
         if final is None:
             records[name] = replace(record, note=record.note or "no segment set meets the budget")
             continue
@@ -293,7 +298,7 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
             origin[str(variant)] = name
             candidates[str(variant)] = settled
     finals = _timed(objective, {"fp32": fp32_built.runnable, **{
-        n: b.runnable for n, (_, b, _) in candidates.items() if b.runnable}}, clock)
+        n: b.runnable for n, (_, b, _) in candidates.items() if b.runnable}}, clock, reporter)
     winner = min(finals, key=lambda n: (finals[n], n != "fp32"))
     if winner == "fp32":
         plan, built, report = fp32, fp32_built, fp32_report
@@ -306,15 +311,15 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     return result
 
 
-def _timed(objective: Objective, runnables: Mapping[str, Runnable], clock: Clock
-           ) -> dict[str, float]:
+def _timed(objective: Objective, runnables: Mapping[str, Runnable], clock: Clock,
+           report: Reporter | None = None) -> dict[str, float]:
     """Each plan's figure under the objective, lower is better: its latency at the
     percentile, or under `throughput` the milliseconds per inference its callers achieve
     together (infinite over the latency budget)."""
     if not objective.throughput:
-        return race(runnables, clock=clock, percentile=objective.percentile)
+        return race(runnables, clock=clock, percentile=objective.percentile, progress=report)
     served = race_throughput(runnables, objective.concurrency, objective.percentile,
-                             clock=clock)
+                             clock=clock, progress=report)
     budget = objective.latency_budget_ms
     return {name: (float("inf") if s.per_second <= 0 or (
         budget is not None and s.latency_ms > budget) else round(1000.0 / s.per_second, 4))
@@ -387,15 +392,18 @@ def _plan(flow: object, cut: Sequence[Segment], fp32_of: Mapping[int, Target],
 
 def _within_budget(judge: _Judge, flow: object, cut: Sequence[Segment],
                    fp32_of: Mapping[int, Target], fp32: Plan, variant: Target,
-                   record: VariantRecord
+                   record: VariantRecord, progress: Reporter | None = None
                    ) -> tuple[tuple[int, ...], tuple[Plan, Built, AccuracyReport] | None,
                               VariantRecord]:
     """The segments of `variant` that keep the plan within the budget, chosen by their
     error measured one at a time, and the plan measured with them."""
+    reporter = progress or Reporter()
     used: dict[int, float] = {}
+    reporter.begin("precision", len(record.segments), f"{variant}, segment by segment")
     for index in record.segments:
         _, report, _ = judge.accuracy(_plan(flow, cut, fp32_of, {index: variant}, fp32))
         used[index] = budget_used(report, judge.budget) if report is not None else float("inf")
+        reporter.advance("precision", f"{variant}, segment {index}")
     weight = {s.index: s.weight for s in cut}
     # least error per unit of work first, while the predicted errors sum within the budget
     ranked = sorted(used, key=lambda i: (used[i] / weight[i], i))
@@ -407,6 +415,7 @@ def _within_budget(judge: _Judge, flow: object, cut: Sequence[Segment],
             total += used[index]
     record = replace(record, segment_used=tuple(sorted(used.items())))
     reverted = 0
+    reporter.begin("precision", detail=f"{variant} on {len(kept)} segment(s)")
     while kept:
         plan = _plan(flow, cut, fp32_of, dict.fromkeys(kept, variant), fp32)
         built, report, _ = judge.accuracy(plan)

@@ -29,6 +29,7 @@ from tessera.placement._objective import Objective
 from tessera.placement._plan import Plan
 from tessera.placement._points import Points
 from tessera.placement._priority import TIE, within_noise
+from tessera.placement._progress import ProgressLike, Reporter
 from tessera.placement._settings import settings_base, with_setting_variants
 from tessera.placement._stats import Timing
 
@@ -94,7 +95,8 @@ def rival_plans(searched: Plan, known: Mapping[str, Plan]) -> dict[str, Plan]:
 def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
                  known: Mapping[str, Plan], builder: Builder, db: CostDB | None = None,
                  clock: Clock = time.perf_counter, points: Points | None = None,
-                 memory_bytes: int = RACE_MEMORY_BYTES) -> RaceOutcome:
+                 memory_bytes: int = RACE_MEMORY_BYTES,
+                 progress: ProgressLike | None = None) -> RaceOutcome:
     """Time the rival plans end to end and keep the best under the config's objective (at
     every point of a shape profile, weighted). Each plan's figures are remembered too, so a
     warm compile times nothing and builds only the winner. Where the rivals' builds would
@@ -108,7 +110,8 @@ def keep_fastest(model: Model, config: CompilationConfig, searched: Plan,
         return _best(latency, per_second, objective, list(rivals), ranks)
 
     timings, per_second, built, contenders = _timed(
-        model, config, rivals, builder, db, objective, clock, points, decide, memory_bytes)
+        model, config, rivals, builder, db, objective, clock, points, decide, memory_bytes,
+        progress)
     measured = {n: t for n, t in timings.items() if isinstance(t, float) and n in contenders}
     if not measured:
         return RaceOutcome(searched, None, SEARCHED, timings, objective, per_second)
@@ -132,7 +135,8 @@ Decide = Callable[[Mapping[str, float], Mapping[str, float]], tuple[str, str]]
 
 def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
            builder: Builder, db: CostDB | None, objective: Objective, clock: Clock,
-           points: Points | None, decide: Decide, memory_bytes: int
+           points: Points | None, decide: Decide, memory_bytes: int,
+           progress: ProgressLike | None = None
            ) -> tuple[dict[str, Timing], dict[str, float], dict[str, Built], set[str]]:
     """Each rival's latency (or why it has none) and, for throughput, its inferences per
     second, in the rivals' order: remembered, or built and raced (and then remembered); the
@@ -147,6 +151,8 @@ def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
     where = "@" + ";".join(points.labels()) if points is not None and points.dynamic else ""
     remembered_names: set[str] = set()
     pending: list[str] = []
+    report = Reporter.of(progress)
+    report.begin("race", detail="building the rival plans")
     for name, plan in rivals.items():
         shape = tuple((p.target, p.nodes) for p in plan.partitions)
         if shape in seen:  # the same plan: time it once
@@ -179,11 +185,11 @@ def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
                   ) -> tuple[dict[str, float], dict[str, float]]:
         if objective.throughput:
             served = race_throughput(runnables, objective.concurrency, objective.percentile,
-                                     clock=clock, points=at)
+                                     clock=clock, points=at, progress=report)
             return ({n: s.latency_ms for n, s in served.items()},
                     {n: s.per_second for n, s in served.items()})
         return race(runnables, clock=clock, percentile=objective.percentile,
-                    concurrency=objective.concurrency, points=at), {}
+                    concurrency=objective.concurrency, points=at, progress=report), {}
 
     weights = model.weights.size if model.weights is not None else 0
     if len(pending) > 2 and weights * len(pending) > memory_bytes:
@@ -340,7 +346,8 @@ def _feeds(compiled: Mapping[str, Runnable], points: PointShapes | None
 def race(compiled: Mapping[str, Runnable], rounds: int = 3, seconds: float = 0.3,
          close: float = CLOSE, extra_rounds: int = 2, clock: Clock = time.perf_counter,
          *, percentile: float = 50, concurrency: int = 1,
-         points: PointShapes | None = None) -> dict[str, float]:
+         points: PointShapes | None = None, progress: ProgressLike | None = None
+         ) -> dict[str, float]:
     """Each compiled plan's latency (ms): the lowest of its blocks' `percentile` (the
     median by default) of per-call latencies over `rounds` rounds, and `extra_rounds` more
     when the two fastest are within `close` of each other. With `concurrency` > 1, that
@@ -370,7 +377,8 @@ def race(compiled: Mapping[str, Runnable], rounds: int = 3, seconds: float = 0.3
             total += weight * ms
         return total
 
-    blocks = _in_rounds(list(feeds), block, lambda ms: ms, rounds, close, extra_rounds)
+    blocks = _in_rounds(list(feeds), block, lambda ms: ms, rounds, close, extra_rounds,
+                        Reporter.of(progress))
     return {name: (round(min(blocks[name]), 4) if blocks.get(name) else float("inf"))
             for name in compiled}
 
@@ -378,8 +386,8 @@ def race(compiled: Mapping[str, Runnable], rounds: int = 3, seconds: float = 0.3
 def race_throughput(compiled: Mapping[str, Runnable], concurrency: int,
                     percentile: float = 50, rounds: int = 3, seconds: float = 0.3,
                     close: float = CLOSE, extra_rounds: int = 2,
-                    clock: Clock = time.perf_counter, *, points: PointShapes | None = None
-                    ) -> dict[str, Served]:
+                    clock: Clock = time.perf_counter, *, points: PointShapes | None = None,
+                    progress: ProgressLike | None = None) -> dict[str, Served]:
     """Each compiled plan's throughput with `concurrency` threads calling it at once in a
     loop, in blocks and rounds as `race` times latency: the most inferences per second of
     its blocks, and the lowest latency per call at `percentile`. A plan without static
@@ -401,7 +409,7 @@ def race_throughput(compiled: Mapping[str, Runnable], concurrency: int,
         return 1.0 / per_inference, latency
 
     blocks = _in_rounds(list(feeds), block, lambda b: 1 / b[0] if b[0] > 0 else math.inf,
-                        rounds, close, extra_rounds)
+                        rounds, close, extra_rounds, Reporter.of(progress))
     return {name: (Served(round(max(b[0] for b in blocks[name]), 2),
                           round(min(b[1] for b in blocks[name]), 4))
                    if blocks.get(name) else Served(0.0, float("inf")))
@@ -416,19 +424,25 @@ def _weights(points: PointShapes | None) -> list[float]:
 
 
 def _in_rounds(names: list[str], block: Callable[[str, bool], _B], cost: Callable[[_B], float],
-               rounds: int, close: float, extra_rounds: int) -> dict[str, list[_B]]:
+               rounds: int, close: float, extra_rounds: int, report: Reporter | None = None
+               ) -> dict[str, list[_B]]:
     """Each plan's blocks: a round times one block of each plan in turn (never two plans
     at once); `extra_rounds` more when the two lowest costs are within `close`."""
     blocks: dict[str, list[_B]] = {name: [] for name in names}
+    report = report or Reporter()
+    report.begin("race", rounds * len(names))
 
     def one_round(first: bool) -> None:
         for name in blocks:
             blocks[name].append(block(name, first))
+            report.advance("race", name)
 
     for round_index in range(rounds):
         one_round(round_index == 0)
     best = sorted(min(cost(b) for b in timed) for timed in blocks.values() if timed)
     if len(best) > 1 and best[1] <= best[0] * (1 + close):
+        done, total = report.counted("race")
+        report.step("race", done, (total or 0) + extra_rounds * len(names), "close: more rounds")
         for _ in range(extra_rounds):
             one_round(False)
     return blocks

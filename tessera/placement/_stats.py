@@ -11,6 +11,7 @@ from typing import Any
 
 from tessera._private.accuracy import AccuracyReport
 from tessera.placement._objective import Objective
+from tessera.placement._progress import PHASE_WORDS
 
 Timing = float | str  # a plan's end-to-end latency in ms, or why it was not timed
 
@@ -98,6 +99,41 @@ class CoarseRecord:
     def from_dict(cls, data: Mapping[str, Any]) -> CoarseRecord:
         return cls(int(data["regions"]), float(data["saving"]), int(data["refined"]),
                    tuple(data.get("slow", ())))
+
+
+@dataclass(frozen=True)
+class InterruptRecord:
+    """A search stopped by an interrupt (Ctrl-C): the phase it was in and how far it had got
+    (`done` of `total` units of that phase), what it had priced and measured by then, and
+    the plan kept instead of its answer (`kept`, with why). Such a plan is not remembered:
+    the next compile searches again, reusing the costs measured."""
+
+    phase: str
+    kept: str
+    done: int = 0
+    total: int | None = None
+    candidates: int | None = None
+    measurements: int | None = None
+
+    def __str__(self) -> str:
+        count = f" at {self.done} of {self.total}" if self.total is not None else ""
+        measured = f"; {self.candidates} candidate(s) priced, {self.measurements} measured" \
+            if self.candidates is not None else ""
+        return (f"interrupted during {PHASE_WORDS.get(self.phase, self.phase)}{count}"
+                f"{measured}: kept {self.kept}; not remembered, the next compile searches "
+                "again")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> InterruptRecord:
+        def count(key: str) -> int | None:
+            value = data.get(key)
+            return None if value is None else int(value)
+
+        return cls(str(data["phase"]), str(data["kept"]), int(data.get("done", 0)),
+                   count("total"), count("candidates"), count("measurements"))
 
 
 @dataclass(frozen=True)
@@ -219,6 +255,7 @@ class SearchStats(Mapping[str, Any]):
     shapes: ShapesRecord | None = None  # the points a model with symbolic dims was measured at
     proposals: tuple[ProposalRecord, ...] | None = None  # backends' proposed subgraphs
     coarse: CoarseRecord | None = None  # the regions step that bounds the fine search
+    interrupted: InterruptRecord | None = None  # set when an interrupt stopped the search
 
     # -- the mapping view ------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -262,6 +299,8 @@ class SearchStats(Mapping[str, Any]):
             values["shapes"] = ShapesRecord.from_dict(values["shapes"])
         if "coarse" in values and not isinstance(values["coarse"], CoarseRecord):
             values["coarse"] = CoarseRecord.from_dict(values["coarse"])
+        if "interrupted" in values and not isinstance(values["interrupted"], InterruptRecord):
+            values["interrupted"] = InterruptRecord.from_dict(values["interrupted"])
         if "end_to_end_ms" in values:
             values["end_to_end_ms"] = dict(values["end_to_end_ms"])
         if "objective" in values and not isinstance(values["objective"], Objective):
@@ -276,7 +315,7 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(SearchStats))  # the view's s
 
 def _plain(value: Any) -> Any:
     if isinstance(value, AccuracyReport | PrecisionRecord | ShapesRecord | Objective |
-                  CoarseRecord):
+                  CoarseRecord | InterruptRecord):
         return value.to_dict()
     if isinstance(value, tuple) and value and isinstance(value[0], InvalidCandidate |
                                                           ProposalRecord):
@@ -288,5 +327,5 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["CoarseRecord", "InvalidCandidate", "PrecisionRecord", "ProposalRecord", "SearchStats",
-           "ShapesRecord", "Timing", "VariantRecord"]
+__all__ = ["CoarseRecord", "InterruptRecord", "InvalidCandidate", "PrecisionRecord",
+           "ProposalRecord", "SearchStats", "ShapesRecord", "Timing", "VariantRecord"]

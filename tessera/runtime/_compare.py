@@ -15,9 +15,9 @@ from tessera._private.text import typed_line
 from tessera._private.timing import time_block
 from tessera.backends._inputs import random_inputs, shapes_at
 from tessera.config import CompilationConfig
-from tessera.errors import TesseraError
+from tessera.errors import InterruptedCompile, TesseraError
 from tessera.ir import Model, inline_weights
-from tessera.placement._collage import Progress
+from tessera.placement import ProgressLike
 from tessera.runtime._compiled import compile
 from tessera.runtime._native import native_runner
 
@@ -30,7 +30,7 @@ class Comparison:
 
 
 def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
-            progress: Progress | None = None) -> Comparison:
+            progress: ProgressLike | None = None) -> Comparison:
     raw = inline_weights(model.proto).SerializeToString()  # native runners read bytes
     targets = [t for t in config.priority if t.kind.name != "reference"]
     built: dict[str, Any] = {}  # a runner or compiled model, or why it could not be built
@@ -85,9 +85,16 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
 
 def _guarded(build: Callable[[], Any]) -> Any:
     try:
-        return build()
+        built = build()
+    except InterruptedCompile:
+        raise
     except Exception as err:  # one failing backend must not end the comparison
         return typed_line(err, 160)
+    stopped = getattr(getattr(built, "plan", None), "stats", None)
+    if stopped is not None and stopped.interrupted is not None:  # Ctrl-C ends the comparison
+        raise InterruptedCompile(f"interrupted during {stopped.interrupted.phase}: the "
+                                 "comparison stopped before its rows were timed")
+    return built
 
 
 __all__ = ["Comparison", "compare"]

@@ -19,8 +19,9 @@ from tessera.backends._threads import ThreadPolicy, prepare_environment
 from tessera.config import EXECUTORS, RUNTIMES, CompilationConfig
 from tessera.errors import CompileError, ConfigError, InputError
 from tessera.ir import Model, Samples, SampleSource, extract_submodel, load_model
-from tessera.placement import FALLBACK, Built, PinSpec, Plan, Progress, place
+from tessera.placement import FALLBACK, Built, PinSpec, Plan, ProgressLike, place
 from tessera.placement._devices import assign_devices
+from tessera.placement._progress import Reporter
 from tessera.runtime._accuracy import with_accuracy
 from tessera.runtime._artifact import save
 from tessera.runtime._calibration import Activations
@@ -163,11 +164,19 @@ def check_profile(model: Model, config: CompilationConfig) -> None:
 
 
 def compile(model: Any, config: Any = None, *, executor: str | None = None,
-            pins: PinSpec = None, progress: Progress | None = None,
+            pins: PinSpec = None, progress: ProgressLike | None = None,
             samples: SampleSource | Samples | None = None, **options: Any) -> CompiledModel:
     """Place `model` (a path, bytes or ModelProto) on the backends of `config` (anything
     `CompilationConfig.create` takes) and compile every partition. `pins` fix nodes to
-    targets and `progress` follows the measuring (see `tessera.partition`); `options` are
+    targets. `progress` is called with a `tessera.placement.ProgressEvent` at each step of
+    every long phase ('support', 'measuring', 'search', 'race', 'build', 'guard',
+    'precision'): the units done of all, what it is on, the seconds spent and an estimate
+    of the seconds left (None until the rate is known); a callable of three arguments
+    (done, total, target), the older form, follows the measuring only. An interrupt
+    (KeyboardInterrupt, Ctrl-C) during the search returns the best plan known so far, built
+    and checked, with `plan.stats.interrupted` saying where it stopped; it is not remembered,
+    so the next compile searches again. Elsewhere, or a second time while that plan builds,
+    it raises `tessera.errors.InterruptedCompile`. `options` are
     flow options (partitioner='greedy', fallback=False, accuracy='cosine>=0.999', ...);
     `shapes` (`{"batch": [1, 4], "sequence": (1, 128, 512)}` or its string form) gives the
     sizes of the model's symbolic dimensions to place at and the ranges `run` accepts.
@@ -179,9 +188,10 @@ def compile(model: Any, config: Any = None, *, executor: str | None = None,
     loaded = loaded_for(model, config)
     checked = Samples.load(samples, loaded) if samples is not None else None  # fail early
     prepare_environment(len(config.priority))
-    builder = RuntimeBuilder(checked)
+    report = Reporter.of(progress)
+    builder = RuntimeBuilder(checked, report)
     placed = place(loaded, config, pins=pins, builder=builder, build=True,
-                   progress=progress, samples=checked)
+                   progress=report, samples=checked)
     builder.release()
     assert placed.built is not None  # build=True with a builder always builds
     compiled = assemble(loaded, config, placed.plan,
@@ -192,21 +202,22 @@ def compile(model: Any, config: Any = None, *, executor: str | None = None,
 
 
 def partition(model: Any, config: Any = None, partitioner: str | None = None,
-              pins: PinSpec = None, progress: Progress | None = None,
+              pins: PinSpec = None, progress: ProgressLike | None = None,
               samples: SampleSource | Samples | None = None, *, executor: str | None = None,
               **options: Any) -> Plan:
     """The plan for `model` (a path, bytes, ModelProto or loaded Model) on `config`'s
     targets. `partitioner` is 'collage' or 'greedy' (default: the config's, where 'auto' is
     collage with several targets); `pins` maps node names or 're:<regex>' to targets. With
-    `samples`, the plan is built and its accuracy recorded as in `compile`; `executor` as in
-    `compile`."""
+    `samples`, the plan is built and its accuracy recorded as in `compile`; `progress`, an
+    interrupt and `executor` as in `compile`."""
     if partitioner is not None:
         options = {**options, "partitioner": partitioner}
     config = as_config(config, options, executor)
     loaded = loaded_for(model, config)
     checked = Samples.load(samples, loaded) if samples is not None else None
-    builder = RuntimeBuilder(checked)
-    placed = place(loaded, config, pins=pins, builder=builder, progress=progress,
+    report = Reporter.of(progress)
+    builder = RuntimeBuilder(checked, report)
+    placed = place(loaded, config, pins=pins, builder=builder, progress=report,
                    build=checked is not None, samples=checked)
     builder.release()
     plan = placed.plan
@@ -223,10 +234,13 @@ def partition(model: Any, config: Any = None, partitioner: str | None = None,
 class RuntimeBuilder:
     """Builds plans for placement's race and guard (`tessera.placement.Builder`). Within one
     compile it keeps what it compiled, so plans that share partitions (the precision
-    search's) compile each partition once; `release` lets them go."""
+    search's) compile each partition once; `release` lets them go. `progress` follows the
+    partitions it builds (the phase 'build')."""
 
-    def __init__(self, samples: Samples | None = None) -> None:
+    def __init__(self, samples: Samples | None = None,
+                 progress: ProgressLike | None = None) -> None:
         self.samples = samples  # what calibrates a static int8 partition the user asked for
+        self.report = Reporter.of(progress)
         # a partition is shared while some build holds it: one the race dropped goes
         self._memo: weakref.WeakValueDictionary[tuple[str, tuple[str, ...]], Compiled] = \
             weakref.WeakValueDictionary()
@@ -243,7 +257,8 @@ class RuntimeBuilder:
             activations = self._activations.setdefault(key, Activations(model, samples))
         parts, failures = build_partitions(model, plan, policy,
                                            warm=config.options.compile_cache,
-                                           activations=activations, memo=self._memo)
+                                           activations=activations, memo=self._memo,
+                                           progress=self.report)
         runnable = None if failures else assemble(
             model, config, plan, [p for p in parts if p is not None], policy)
         return Built(plan, tuple(parts), failures, runnable)
@@ -256,7 +271,8 @@ class RuntimeBuilder:
 
 def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bool = False,
                      activations: Activations | None = None,
-                     memo: MutableMapping[tuple[str, tuple[str, ...]], Compiled] | None = None
+                     memo: MutableMapping[tuple[str, tuple[str, ...]], Compiled] | None = None,
+                     progress: ProgressLike | None = None
                      ) -> tuple[list[Compiled | None], dict[int, str]]:
     """Each partition compiled under the plan's thread policy for its device target (through
     the warm cache of compiled partitions with `warm`; None where it failed), and why the
@@ -266,12 +282,15 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
     failure is raised: nothing can stand in for it."""
     parts: list[Compiled | None] = []
     failures: dict[int, str] = {}
+    report = Reporter.of(progress)
+    report.begin("build", len(plan.partitions))
     for i, part in enumerate(plan.partitions):
         target = policy.apply(part.target, part.device)
         key = (str(target), part.nodes)
         shared = memo.get(key) if memo is not None else None
         if shared is not None:
             parts.append(shared)
+            report.advance("build", str(part.target))
             continue
         mask = model.node_set(part.nodes)
         submodel = extract_submodel(model, mask)
@@ -292,6 +311,7 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
         if memo is not None and compiled is not None:
             memo[key] = compiled
         parts.append(compiled)
+        report.advance("build", str(part.target))
     return parts, failures
 
 

@@ -1,0 +1,141 @@
+"""What a compile keeps when an interrupt (Ctrl-C) stops its search: the best plan known so
+far, in this order: the plan the end-to-end race kept (a calibration round may have been
+under way), the searched plan (cheapest under the cost model, not yet raced), the cheapest
+known plan whose every partition was measured, and else the greedy plan by priority. It is
+built and passes the numeric guard like any plan, and its statistics say it was interrupted
+(`InterruptRecord`). It is never remembered as a searched plan; the costs measured stay in
+the cost database. A second interrupt while it builds ends the compile with an
+`InterruptedCompile`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+
+from tessera.config import CompilationConfig
+from tessera.errors import InterruptedCompile
+from tessera.ir import Model, NodeSet
+from tessera.placement._builder import Builder, Built
+from tessera.placement._costdb import Cost
+from tessera.placement._devices import assign_devices
+from tessera.placement._greedy import place_greedy
+from tessera.placement._guard import guard_verdicts
+from tessera.placement._plan import Plan
+from tessera.placement._points import Points
+from tessera.placement._progress import PHASE_WORDS, Reporter, SoFar
+from tessera.placement._stats import InterruptRecord, PrecisionRecord
+from tessera.placement._support import Banned, SupportTable
+from tessera.target import Target
+
+
+def priced_so_far(plans: Mapping[str, Plan], costs: Mapping[tuple[NodeSet, str], Cost],
+                  index: Mapping[str, int], overhead_ms: float, measured: int) -> SoFar:
+    """The known plans whose every partition has a cost among `costs` (priced by the search
+    so far), with those costs, and their modelled cost (`overhead_ms` per partition)."""
+    whole: dict[str, Plan] = {}
+    modelled: dict[str, float] = {}
+    for name, plan in plans.items():
+        found = [costs.get((_mask(p.nodes, index), str(p.target))) for p in plan.partitions]
+        if not found or not all(k is not None and k.ok for k in found):
+            continue
+        ms = [float(k.ms or 0.0) for k in found if k is not None]
+        whole[name] = replace(plan, partitions=tuple(
+            replace(p, cost_ms=m) for p, m in zip(plan.partitions, ms, strict=True)))
+        modelled[name] = sum(ms) + overhead_ms * len(ms)
+    return SoFar(whole, modelled, len(costs), measured)
+
+
+def keep_interrupted(model: Model, config: CompilationConfig, pins: Mapping[int, Target],
+                     banned: Banned, builder: Builder | None, points: Points,
+                     report: Reporter, requested: Mapping[str, Target]
+                     ) -> tuple[Plan, Built | None]:
+    """The best plan known when the search was interrupted, built with `builder` (None: the
+    plan alone) and checked by the numeric guard when the config asks for it."""
+    phase = report.stage or "support"
+    done, total = report.counted(phase)
+    words = PHASE_WORDS.get(phase, phase)
+    so_far = report.trail.priced() if report.trail.priced is not None else None
+    record = InterruptRecord(phase, "", done, total,
+                             so_far.candidates if so_far is not None else None,
+                             so_far.measurements if so_far is not None else None)
+    try:
+        tried: list[tuple[tuple[str, tuple[str, ...]], ...]] = []
+        for kept, plan, built in _choices(model, config, pins, banned, report, so_far):
+            shape = tuple((str(p.target), p.nodes) for p in plan.partitions)
+            if shape in tried:
+                continue
+            tried.append(shape)
+            if requested:  # nodes pinned to a specialised device target: built for it
+                plan, built = assign_devices(plan, config, requested), None
+            plan = plan.with_stats(interrupted=replace(record, kept=kept), plan_key=None,
+                                   plan_cache=None)
+            if builder is None:
+                return plan, None
+            built = built if built is not None else builder.build(model, config, plan)
+            if built.failures or built.runnable is None:
+                continue
+            if config.options.numeric_guard and plan.stats.numeric_guard != "passed":
+                if guard_verdicts(model, plan, built.parts, points, progress=report):
+                    continue
+                plan = plan.with_stats(numeric_guard="passed")
+            return plan, replace(built, plan=plan)
+    except KeyboardInterrupt:
+        raise InterruptedCompile(
+            f"interrupted again while building the plan kept after an interrupt during "
+            f"{words}: nothing was kept; the costs measured so far are in the cost database, "
+            "so compiling again measures only the rest") from None
+    raise InterruptedCompile(
+        f"interrupted during {words}, and none of the plans known so far built and passed "
+        "the numeric guard: nothing was kept; compile again to finish the search")
+
+
+def keep_fp32(plan: Plan, built: Built | None, report: Reporter) -> tuple[Plan, Built | None]:
+    """The fp32 plan, when an interrupt stops the precision search: already built and
+    checked, and remembered under its own key (the precision search's plan is not)."""
+    done, total = report.counted("precision")
+    record = InterruptRecord("precision", "the fp32 plan: the precision search had not "
+                             "finished", done, total)
+    plan = plan.with_stats(interrupted=record, precision=PrecisionRecord(
+        "interrupted: the fp32 plan was kept"))
+    return plan, (replace(built, plan=plan) if built is not None else None)
+
+
+def stopped(report: Reporter) -> InterruptedCompile:
+    """The error for an interrupt outside the search (building, the numeric guard), where
+    no plan is kept."""
+    phase = PHASE_WORDS.get(report.phase or "", "placement")
+    return InterruptedCompile(
+        f"interrupted during {phase}: no plan was kept (only the search keeps its best plan "
+        "so far); what was measured and remembered is reused when compiling again")
+
+
+def _choices(model: Model, config: CompilationConfig, pins: Mapping[int, Target],
+             banned: Banned, report: Reporter, so_far: SoFar | None
+             ) -> Iterator[tuple[str, Plan, Built | None]]:
+    """The plans to keep, best first, with why, and their builds where the search built
+    them."""
+    if report.trail.kept is not None:
+        rank, name, plan, built = report.trail.kept
+        yield (f"the {name} plan, the fastest end to end in the race" if rank >= 2 else
+               "the searched plan, the cheapest under the cost model (not raced end to "
+               "end)"), plan, built
+    best = so_far.best() if so_far is not None else None
+    if best is not None and so_far is not None:
+        name, plan = best
+        yield (f"the {name} plan, the cheapest of the plans measured whole so far "
+               f"({so_far.modelled_ms[name]:.3f} ms modelled)"), plan, None
+    table = SupportTable.build(model, config, banned, pins)
+    why = "no plan had been measured whole" if best is None and report.trail.kept is None \
+        else "the better plans did not build"
+    yield (f"the greedy plan by priority ({why})",
+           place_greedy(model, table, config.options.min_block_size), None)
+
+
+def _mask(nodes: tuple[str, ...], index: Mapping[str, int]) -> NodeSet:
+    mask = 0
+    for name in nodes:
+        mask |= 1 << index[name]
+    return mask
+
+
+__all__ = ["keep_fp32", "keep_interrupted", "priced_so_far", "stopped"]
