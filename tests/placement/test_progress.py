@@ -156,8 +156,8 @@ def test_ctrl_c_in_the_cli_saves_the_plan_kept_and_says_so(tmp_path: Path) -> No
     path = tmp_path / "stack.onnx"
     path.write_bytes(conv_stack(120))
     env = {**os.environ, "TESSERA_CACHE": str(tmp_path / "cache")}
-    command = [sys.executable, "-c", "from tessera.cli import main; main()", "compile", str(path), "-t",
-               "onnxruntime,openvino", "-o", str(tmp_path / "stack.tess")]
+    command = [sys.executable, "-c", "from tessera.cli import main; main()", "compile",
+               str(path), "-t", "onnxruntime,openvino", "-o", str(tmp_path / "stack.tess")]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     cache = tmp_path / "cache"
