@@ -31,7 +31,7 @@ from tessera.placement._greedy import place_greedy
 from tessera.placement._guard import guard_verdicts
 from tessera.placement._interrupted import keep_fp32, keep_interrupted, stopped
 from tessera.placement._measure import Measurer
-from tessera.placement._measurers import LocalMeasurer
+from tessera.placement._measurers import measurer_for
 from tessera.placement._memory import (
     overhead_key,
     recall,
@@ -80,9 +80,7 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
     report = Reporter.of(progress)
     try:
         placed = _place(model, config, pins=pins, builder=builder, build=build,
-                        measurer=measurer or LocalMeasurer(config.options.isolate,
-                                                           config.options.measure_timeout,
-                                                           devices=config_devices(config)),
+                        measurer=measurer or _measurer(config),
                         progress=report, db=db, clock=clock, samples=samples)
     except InterruptedCompile:
         raise
@@ -90,6 +88,11 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
         raise stopped(report) from None
     plan = assign_devices(placed.plan, config)
     return Placement(plan, replace(placed.built, plan=plan) if placed.built else None)
+
+
+def _measurer(config: CompilationConfig) -> Measurer:
+    """The config's measurer (a Ray one connects when it first measures)."""
+    return measurer_for(config, config_devices(config))
 
 
 def _requested_devices(model: Model, config: CompilationConfig,
@@ -205,7 +208,8 @@ def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
         progress.keep(1, SEARCHED, searched)  # what an interrupt keeps, until a race ends
         rounds += 1
         first = first or searched.stats  # where the measuring happened
-        if builder is None:  # nothing can time plans end to end: the search decides
+        if builder is None or not getattr(measurer, "measures_here", True):
+            # nothing can time plans end to end where they will run: the search decides
             plan, built = searched, None
             break
         outcome = keep_fastest(model, config, searched, known, builder, db, clock=clock,

@@ -1,21 +1,30 @@
-"""The measurers: where a candidate is compiled and timed. In this process, or in the shared
-worker process, where a backend that crashes or hangs costs only its candidate."""
+"""The measurers of this machine: a candidate compiled and timed in this process, or in the
+shared worker process, where a backend that crashes or hangs costs only its candidate. The
+Ray measurer (`_ray`) measures on other machines through the same interface, and
+`measurer_for` picks the one a config's flow options ask for."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from tessera import backends
 from tessera._private.text import first_line
 from tessera.backends._threads import ThreadPolicy
-from tessera.config import MEASURE_TIMEOUT_S
+from tessera.config import MEASURE_TIMEOUT_S, CompilationConfig
 from tessera.errors import TesseraError
 from tessera.ir import Model, NodeSet, extract_submodel
-from tessera.placement._costdb import Cost
+from tessera.placement._costdb import Cost, fingerprint
 from tessera.placement._isolated import Part, Source, shared_worker
-from tessera.placement._measure import MeasureSettings, measure_points, measure_submodel
+from tessera.placement._measure import (
+    Job,
+    Measured,
+    Measurer,
+    MeasureSettings,
+    measure_points,
+    measure_submodel,
+)
 from tessera.target import Target
 
 if TYPE_CHECKING:
@@ -40,6 +49,21 @@ class LocalMeasurer:
     def __call__(self, model: Model, mask: NodeSet, target: Target) -> Cost:
         return measure(model, mask, target, self.settings, isolate=self.isolate,
                        timeout_s=self.timeout_s, device=self.device(target))
+
+    def measure_all(self, jobs: Sequence[Job]) -> Iterator[tuple[int, Measured]]:
+        """One job after another: this machine measures one candidate at a time."""
+        for index, job in enumerate(jobs):
+            costs = self.at_points(job.model, job.mask, job.target, job.points) \
+                if job.points else [self(job.model, job.mask, job.target)]
+            yield index, Measured(tuple(costs))
+
+    def fingerprints(self, target: Target) -> tuple[str, ...]:
+        version = backends.get(target.kind.name).is_available().version
+        return (fingerprint(target.kind.name, version),)
+
+    @property
+    def measures_here(self) -> bool:
+        return True
 
     def bounded(self, give_up_ms: float) -> LocalMeasurer:
         """This measurer, giving a candidate up after one run slower than `give_up_ms`."""
@@ -70,6 +94,19 @@ class LocalMeasurer:
         return measure_points(submodel, target, self.settings, points, device=device)
 
 
+def measurer_for(config: CompilationConfig, devices: tuple[Target, ...]) -> Measurer:
+    """The measurer the config's flow options ask for: this machine's (`isolate`: in the
+    worker process), or the nodes of a Ray cluster (`measure=ray`)."""
+    options = config.options
+    if options.measure == "ray":
+        from tessera.placement._ray import RayMeasurer  # loads Ray: only when asked for
+
+        return RayMeasurer.connect(options.ray_address, options.measure_on,
+                                   isolate=options.isolate, timeout_s=options.measure_timeout,
+                                   devices=devices)
+    return LocalMeasurer(options.isolate, options.measure_timeout, devices=devices)
+
+
 def measure(model: Model, mask: NodeSet, target: Target,
             settings: MeasureSettings = DEFAULT_SETTINGS, *, isolate: bool = False,
             timeout_s: float = MEASURE_TIMEOUT_S, device: Target | None = None) -> Cost:
@@ -98,4 +135,4 @@ def _text(device: Target | None) -> str | None:
     return None if device is None else str(device)
 
 
-__all__ = ["LocalMeasurer", "measure"]
+__all__ = ["LocalMeasurer", "measure", "measurer_for"]
