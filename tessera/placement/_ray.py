@@ -70,8 +70,9 @@ class _Node:
 class _Pool:
     """One cluster's measuring actors on the nodes that match one selector."""
 
-    def __init__(self, ray: Any, selector: str | None, isolate: bool) -> None:
-        self.ray, self.selector, self.isolate = ray, selector, isolate
+    def __init__(self, ray: Any, selector: str | None, isolate: bool,
+                 plugins: tuple[str, ...]) -> None:
+        self.ray, self.selector, self.isolate, self.plugins = ray, selector, isolate, plugins
         self.nodes: dict[str, _Node] = {}
         self.others: set[str] = set()  # nodes checked and found not to match
         self.left: list[str] = []  # nodes that left the cluster, by name
@@ -106,12 +107,10 @@ class _Pool:
     def _start(self, node_id: str) -> _Node | None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        plugins = [m.strip() for m in os.environ.get("TESSERA_PLUGINS", "").split(",")
-                   if m.strip()]
         actor = self.ray.remote(NodeMeasurer).options(
             num_cpus=0, max_concurrency=1, max_restarts=RESTARTS, max_task_retries=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-        ).remote(self.isolate, plugins)
+        ).remote(self.isolate, list(self.plugins))
         try:
             described = self.ray.get(actor.describe.remote(), timeout=GRACE_S)
         except Exception:  # the node went, or cannot start tessera: not one to measure on
@@ -178,7 +177,7 @@ def _matches(info: Mapping[str, Any], selector: str | None) -> bool:
     return labels.get(key.strip()) == value.strip() or resources.get(selector, 0) > 0
 
 
-_pools: dict[tuple[str | None, str | None, bool], _Pool] = {}
+_pools: dict[tuple[str | None, str | None, bool, tuple[str, ...]], _Pool] = {}
 _connected: list[str | None] = []
 _pools_lock = threading.Lock()
 
@@ -205,10 +204,30 @@ def _pool(address: str | None, selector: str | None, isolate: bool) -> _Pool:
             raise ConfigError(f"option ray-address={address}: this process measures on the Ray "
                               f"cluster at {_connected[0] or 'this machine'} already; one "
                               "process talks to one cluster")
-        key = (address, selector, isolate)
+        # modules the nodes import first (TESSERA_PLUGINS: backends registered by hand)
+        plugins = tuple(m.strip() for m in os.environ.get("TESSERA_PLUGINS", "").split(",")
+                        if m.strip())
+        key = (address, selector, isolate, plugins)
         if key not in _pools:
-            _pools[key] = _Pool(ray, selector, isolate)
+            _pools[key] = _Pool(ray, selector, isolate, plugins)
         return _pools[key]
+
+
+def disconnect() -> None:
+    """Stop every measuring actor and leave the cluster (the next Ray measurement connects
+    again, to the address it names)."""
+    with _pools_lock:
+        if not _connected:
+            return
+        import ray
+
+        for pool in _pools.values():
+            for node in pool.nodes.values():
+                with contextlib.suppress(Exception):
+                    ray.kill(node.actor, no_restart=True)
+        _pools.clear()
+        _connected.clear()
+        ray.shutdown()
 
 
 @dataclass(frozen=True)
@@ -317,7 +336,7 @@ class RayMeasurer:
                         continue
                     answer = Measured(_failed(jobs[index], Cost.failed(
                         f"lost: the node measuring it left the cluster {moved[index]} times",
-                        "crashed")))
+                        "crashed")), node.fingerprints.get(jobs[index].target.kind.name))
                 done += 1
                 yield index, answer
             now = time.monotonic()
@@ -334,6 +353,7 @@ class RayMeasurer:
         device = self._here().device(job.target)
         shipped = self.pool.shipped(job.model)
         self.pool.load(node, shipped)
+        self.pool.fingerprint(node, job.target.kind.name)  # known, should the node fail
         points = [{n: [int(d) for d in s] for n, s in p.items()} for p in job.points] or [{}]
         return node.actor.measure.remote(shipped.key, job.mask, str(target),
                                          asdict(self.settings), points,
@@ -356,9 +376,10 @@ class RayMeasurer:
             else:
                 why = Cost.failed(f"crashed: the measuring actor on {node.name} died "
                                   f"({_first(err)})", "crashed")
-            return Measured(_failed(job, why))
+            return Measured(_failed(job, why), node.fingerprints.get(job.target.kind.name))
         except ray.exceptions.RayError as err:
-            return Measured(_failed(job, Cost.failed(f"failed on {node.name}: {_first(err)}")))
+            return Measured(_failed(job, Cost.failed(f"failed on {node.name}: {_first(err)}")),
+                            node.fingerprints.get(job.target.kind.name))
         self.pool.tally[node.machine] += 1
         return Measured(tuple(Cost(*row) for row in rows), str(finger))
 
@@ -382,4 +403,4 @@ def _first(err: BaseException) -> str:
     return text[0][:200] if text else type(err).__name__
 
 
-__all__ = ["GRACE_S", "MOVES", "RayMeasurer"]
+__all__ = ["GRACE_S", "MOVES", "RayMeasurer", "disconnect"]
