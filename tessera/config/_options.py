@@ -318,7 +318,11 @@ def _check_measure(options: FlowOptions) -> None:
             raise ConfigError(f"option {given[0]!r} applies to measuring on a Ray cluster, but "
                               f"measure is {options.measure!r}: set measure=ray as well")
         return
-    if importlib.util.find_spec("ray") is None:
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # a ray module left half-imported, or blocked
+        found = False
+    if not found:
         raise ConfigError("option measure=ray needs Ray, which is not installed here: "
                           "pip install 'tessera[ray]'")
 

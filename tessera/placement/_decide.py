@@ -31,7 +31,7 @@ from tessera.placement._greedy import place_greedy
 from tessera.placement._guard import guard_verdicts
 from tessera.placement._interrupted import keep_fp32, keep_interrupted, stopped
 from tessera.placement._measure import Measurer
-from tessera.placement._measurers import measurer_for
+from tessera.placement._measurers import LocalMeasurer
 from tessera.placement._memory import (
     overhead_key,
     recall,
@@ -80,7 +80,7 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
     report = Reporter.of(progress)
     try:
         placed = _place(model, config, pins=pins, builder=builder, build=build,
-                        measurer=measurer or _measurer(config),
+                        measurer=measurer or measurer_for(config),
                         progress=report, db=db, clock=clock, samples=samples)
     except InterruptedCompile:
         raise
@@ -90,9 +90,19 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
     return Placement(plan, replace(placed.built, plan=plan) if placed.built else None)
 
 
-def _measurer(config: CompilationConfig) -> Measurer:
-    """The config's measurer (a Ray one connects when it first measures)."""
-    return measurer_for(config, config_devices(config))
+def measurer_for(config: CompilationConfig) -> Measurer:
+    """The measurer the config's flow options ask for: this machine's (`isolate`: in the
+    worker process), or the nodes of a Ray cluster (`measure=ray`; it connects when it
+    first measures, so a remembered plan needs no cluster)."""
+    options = config.options
+    devices = config_devices(config)
+    if options.measure == "ray":
+        from tessera.placement._ray import RayMeasurer  # Ray itself loads when it measures
+
+        return RayMeasurer.connect(options.ray_address, options.measure_on,
+                                   isolate=options.isolate, timeout_s=options.measure_timeout,
+                                   devices=devices)
+    return LocalMeasurer(options.isolate, options.measure_timeout, devices=devices)
 
 
 def _requested_devices(model: Model, config: CompilationConfig,
@@ -279,4 +289,5 @@ def replace_lost(model: Model, config: CompilationConfig, plan: Plan,
     return placed.with_stats(fallback_from=tuple(sorted(lost)))
 
 
-__all__ = ["CALIBRATION_ROUNDS", "Placement", "overhead_estimate", "place", "replace_lost"]
+__all__ = ["CALIBRATION_ROUNDS", "Placement", "measurer_for", "overhead_estimate", "place",
+           "replace_lost"]

@@ -1,7 +1,6 @@
 """The measurers of this machine: a candidate compiled and timed in this process, or in the
 shared worker process, where a backend that crashes or hangs costs only its candidate. The
-Ray measurer (`_ray`) measures on other machines through the same interface, and
-`measurer_for` picks the one a config's flow options ask for."""
+Ray measurer (`_ray`) measures on other machines through the same interface."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING
 from tessera import backends
 from tessera._private.text import first_line
 from tessera.backends._threads import ThreadPolicy
-from tessera.config import MEASURE_TIMEOUT_S, CompilationConfig
+from tessera.config import MEASURE_TIMEOUT_S
 from tessera.errors import TesseraError
 from tessera.ir import Model, NodeSet, extract_submodel
 from tessera.placement._costdb import Cost, fingerprint
@@ -20,7 +19,6 @@ from tessera.placement._isolated import Part, Source, shared_worker
 from tessera.placement._measure import (
     Job,
     Measured,
-    Measurer,
     MeasureSettings,
     measure_points,
     measure_submodel,
@@ -94,19 +92,6 @@ class LocalMeasurer:
         return measure_points(submodel, target, self.settings, points, device=device)
 
 
-def measurer_for(config: CompilationConfig, devices: tuple[Target, ...]) -> Measurer:
-    """The measurer the config's flow options ask for: this machine's (`isolate`: in the
-    worker process), or the nodes of a Ray cluster (`measure=ray`)."""
-    options = config.options
-    if options.measure == "ray":
-        from tessera.placement._ray import RayMeasurer  # loads Ray: only when asked for
-
-        return RayMeasurer.connect(options.ray_address, options.measure_on,
-                                   isolate=options.isolate, timeout_s=options.measure_timeout,
-                                   devices=devices)
-    return LocalMeasurer(options.isolate, options.measure_timeout, devices=devices)
-
-
 def measure(model: Model, mask: NodeSet, target: Target,
             settings: MeasureSettings = DEFAULT_SETTINGS, *, isolate: bool = False,
             timeout_s: float = MEASURE_TIMEOUT_S, device: Target | None = None) -> Cost:
@@ -135,4 +120,4 @@ def _text(device: Target | None) -> str | None:
     return None if device is None else str(device)
 
 
-__all__ = ["LocalMeasurer", "measure", "measurer_for"]
+__all__ = ["LocalMeasurer", "measure"]
