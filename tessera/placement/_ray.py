@@ -87,37 +87,39 @@ class _Pool:
         alive = {n["NodeID"]: n for n in self.ray.nodes() if n.get("Alive")}
         for node_id in [i for i in self.nodes if i not in alive]:
             self.left.append(self.nodes.pop(node_id).name)
-        for node_id, info in alive.items():
-            if node_id in self.nodes or node_id in self.others:
-                continue
-            if not _matches(info, self.selector):
-                self.others.add(node_id)
-                continue
-            node = self._start(node_id)
-            if node is None:
-                continue
+        new = [i for i, info in alive.items() if i not in self.nodes and i not in self.others
+               and _matches(info, self.selector)]
+        self.others.update(i for i in alive if i not in self.nodes and i not in new)
+        for node in self._started(new):  # all at once: each imports tessera and its backends
             if self.selector is not None and "=" not in self.selector and \
                     node.machine != self.selector:
                 self.ray.kill(node.actor, no_restart=True)
-                self.others.add(node_id)
+                self.others.add(node.node_id)
                 continue
-            self.nodes[node_id] = node
+            self.nodes[node.node_id] = node
         return list(self.nodes.values())
 
-    def _start(self, node_id: str) -> _Node | None:
+    def _started(self, node_ids: list[str]) -> list[_Node]:
+        """A measuring actor started on each node, in node order; a node whose actor does
+        not start (it went, or cannot import tessera) is left out."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        actor = self.ray.remote(NodeMeasurer).options(
+        actors = [self.ray.remote(NodeMeasurer).options(
             num_cpus=0, max_concurrency=1, max_restarts=RESTARTS, max_task_retries=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-        ).remote(self.isolate, list(self.plugins))
-        try:
-            described = self.ray.get(actor.describe.remote(), timeout=GRACE_S)
-        except Exception:  # the node went, or cannot start tessera: not one to measure on
-            with contextlib.suppress(Exception):
-                self.ray.kill(actor, no_restart=True)
-            return None
-        return _Node(node_id, actor, str(described["machine"]))
+        ).remote(self.isolate, list(self.plugins)) for node_id in node_ids]
+        asked = [actor.describe.remote() for actor in actors]
+        started = []
+        for node_id, actor, answer in zip(node_ids, actors, asked, strict=True):
+            try:
+                described = self.ray.get(answer, timeout=GRACE_S)
+            except Exception:  # not a node to measure on
+                with contextlib.suppress(Exception):
+                    self.ray.kill(actor, no_restart=True)
+                self.others.add(node_id)
+                continue
+            started.append(_Node(node_id, actor, str(described["machine"])))
+        return started
 
     def drop(self, node: _Node) -> None:
         if self.nodes.pop(node.node_id, None) is not None:
