@@ -167,3 +167,23 @@ def test_a_crashing_backend_on_a_node_only_loses_its_candidates(
     softmax = next(p for p in compiled.plan.partitions if "softmax" in p.nodes)
     assert softmax.kind == "onnxruntime"
     assert set(_machines(db)) == {"jetson-1"}
+
+
+def test_the_command_line_measures_on_the_nodes_it_names(cluster: Any, db: CostDB,
+                                                         tmp_path: Path) -> None:
+    import onnx
+    from click.testing import CliRunner
+
+    from tessera.cli import cli
+
+    model = tmp_path / "mlp.onnx"
+    onnx.save(mlp(), str(model))
+    result = CliRunner().invoke(cli, [
+        "compile", str(model), "-t", "onnxruntime", "--partitioner", "collage",
+        "--measure", "ray", "--ray-address", cluster.address, "--measure-on", C6I,
+        "-o", str(tmp_path / "mlp.tess")], prog_name="tessera")
+    assert result.exit_code == 0, result.output
+    assert set(_machines(db)) <= {"c6i-a", "c6i-b"} and _machines(db)
+    unasked = CliRunner().invoke(cli, ["compile", str(model), "-t", "onnxruntime",
+                                       "--measure-on", C6I], prog_name="tessera")
+    assert unasked.exit_code != 0 and "set measure=ray" in unasked.output
