@@ -326,7 +326,22 @@ class RayMeasurer:
             for node in nodes:
                 if queue and node.node_id not in busy and node.node_id in self.pool.nodes:
                     index = queue.popleft()
-                    running[self._submit(node, jobs[index])] = (index, node, time.monotonic())
+                    try:
+                        ref = self._submit(node, jobs[index])
+                    except ray.exceptions.RayError:  # the node failed while given the model
+                        node.loaded.clear()
+                        if not self._still_there(node):
+                            self.pool.drop(node)
+                        moved[index] += 1
+                        if moved[index] <= MOVES:
+                            queue.appendleft(index)
+                            continue
+                        done += 1
+                        yield index, Measured(_failed(jobs[index], Cost.failed(
+                            f"lost: {node.name} failed while it was sent the model",
+                            "crashed")), node.fingerprints.get(jobs[index].target.kind.name))
+                        continue
+                    running[ref] = (index, node, time.monotonic())
             ready, _ = ray.wait(list(running), num_returns=1, timeout=_POLL_S)
             for ref in ready:
                 index, node, _ = running.pop(ref)

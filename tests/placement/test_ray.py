@@ -187,3 +187,20 @@ def test_the_command_line_measures_on_the_nodes_it_names(cluster: Any, db: CostD
     unasked = CliRunner().invoke(cli, ["compile", str(model), "-t", "onnxruntime",
                                        "--measure-on", C6I], prog_name="tessera")
     assert unasked.exit_code != 0 and "set measure=ray" in unasked.output
+
+
+def test_a_node_without_the_weights_gets_them_once_through_the_object_store(
+        cluster: Any, db: CostDB, tmp_path: Path) -> None:
+    own = tmp_path / "remote-cache"  # the node's own caches: it holds none of this model
+    cluster.add_node(num_cpus=1, labels={"tessera.machine": "remote"},
+                     env_vars={"TESSERA_MACHINE": "remote-1", "TESSERA_CACHE": str(own)})
+    cluster.wait_for_nodes()
+    model = mlp(hidden=64)  # weights large enough to live in a weights file
+    compiled = tessera.compile(model, "onnxruntime", partitioner="collage", measure="ray",
+                               ray_address=cluster.address,
+                               measure_on="tessera.machine=remote")
+    stats = compiled.plan.stats
+    assert stats.measurements and not stats.invalid
+    assert _machines(db) == {"remote-1": stats.measurements}
+    entries = [p for p in (own / "weights").iterdir() if (p / "weights.bin").is_file()]
+    assert len(entries) == 1  # received once, for every candidate
