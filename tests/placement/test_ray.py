@@ -123,7 +123,6 @@ def _removing(cluster: Any, node: Any, after: int) -> Any:
     return progress
 
 
-@pytest.mark.slow
 def test_a_node_leaving_mid_search_loses_and_duplicates_no_record(cluster: Any,
                                                                   db: CostDB) -> None:
     edge = [_node(cluster, f"edge-{i}", labels={"tessera.machine": "edge"})
