@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[all,dev]'
+	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[all,ray,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -16,6 +16,7 @@ __all__ = [
     "ExecutionError",
     "InputError",
     "InterruptedCompile",
+    "MeasuringError",
     "ModelError",
     "PartitionError",
     "RegistryError",
@@ -71,6 +72,11 @@ class InputError(TesseraError, ValueError):
 
 class PartitionError(TesseraError, RuntimeError):
     """No valid placement exists for the model under the given config."""
+
+
+class MeasuringError(TesseraError, RuntimeError):
+    """Candidates could not be measured where the flow options ask: no Ray node matches
+    measure-on, or every matching node left the cluster (what they measured is kept)."""
 
 
 class ArtifactError(TesseraError, ValueError):

@@ -19,6 +19,8 @@ from tessera.cli._common import (
     executor_option,
     expand_targets,
     interrupted_line,
+    measure_flags,
+    measure_options,
     objective_flags,
     objective_options,
     option_option,
@@ -70,6 +72,7 @@ def build_config(targets: str, options: tuple[str, ...], extra: list[str],
               help="Accuracy budget against the reference on the samples, e.g. "
                    "cosine>=0.999,top1>=0.99 (also max-abs<=X, max-rel<=X).")
 @objective_options()
+@measure_options()
 @option_option("max-candidate-size=2")
 @shape_option()
 @shape_profile_option()
@@ -79,13 +82,16 @@ def compile_command(ctx: click.Context, model: str, targets: str, executor: str 
                     partitioner: str | None, pins: tuple[str, ...], min_block_size: int | None,
                     fallback: str | None, threads: str | None, samples: str | None,
                     accuracy: str | None, objective: str | None, concurrency: int | None,
+                    measure: str | None, ray_address: str | None, measure_on: str | None,
                     options: tuple[str, ...], shapes: tuple[str, ...],
                     profile: tuple[str, ...]) -> None:
     """Place MODEL on the targets, compile every partition and save one artifact."""
     from tessera.ir import Samples, load_model
     from tessera.runtime import compile as compile_model
 
-    options = (*objective_flags(objective, concurrency), *profile_flags(profile), *options)
+    options = (*objective_flags(objective, concurrency),
+               *measure_flags(measure, ray_address, measure_on), *profile_flags(profile),
+               *options)
     config = build_config(targets, options, ctx.args, executor, partitioner=partitioner,
                           min_block_size=min_block_size, fallback=fallback, threads=threads,
                           accuracy=accuracy)

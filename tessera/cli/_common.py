@@ -111,6 +111,36 @@ def objective_flags(objective: str | None, concurrency: int | None) -> tuple[str
                  if value is not None)
 
 
+def measure_options() -> Callable[[F], F]:
+    """--measure, --ray-address and --measure-on: where Collage measures its candidates."""
+    measure = click.option(
+        "--measure", type=click.Choice(["local", "ray"]),
+        help="Where candidates are measured: on this machine (default) or on the nodes of a "
+             "Ray cluster (needs tessera[ray]; see docs/distributed.md).")
+    address = click.option(
+        "--ray-address", metavar="ADDRESS",
+        help="With --measure ray: the cluster's head node, e.g. 10.0.0.5:6379 (default: "
+             "RAY_ADDRESS, else a Ray instance on this machine).")
+    on = click.option(
+        "--measure-on", metavar="LABEL",
+        help="With --measure ray: the nodes to measure on, by label KEY=VALUE (ray start "
+             "--labels) or machine fingerprint, e.g. tessera.machine=c6i (default: every "
+             "node).")
+
+    def decorate(command: F) -> F:
+        return measure(address(on(command)))
+
+    return decorate
+
+
+def measure_flags(measure: str | None, address: str | None, on: str | None
+                  ) -> tuple[str, ...]:
+    """--measure, --ray-address and --measure-on as -O items (an -O given later wins)."""
+    return tuple(f"{name}={value}" for name, value in (
+        ("measure", measure), ("ray-address", address), ("measure-on", on))
+        if value is not None)
+
+
 def accuracy_line(stats: SearchStats, budget: object) -> str:
     """The plan's accuracy on the samples and whether it meets the budget, or why none."""
     report = stats.accuracy

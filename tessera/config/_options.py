@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,7 @@ PARTITIONERS = ("auto", "greedy", "collage")
 OBJECTIVES = ("latency", "throughput")
 MEASURE_TIMEOUT_S = 120.0  # one candidate's compile and runs, before it counts as hung
 THREAD_POLICIES = ("auto", "native", "shared")
+MEASURERS = ("local", "ray")
 FINE_SEARCHES = ("auto", "everywhere")
 
 
@@ -89,6 +91,21 @@ def _fine_search(value: object) -> str:
         raise ValueError(f"{value!r} is not one of {', '.join(FINE_SEARCHES)}"
                          + did_you_mean(str(value), list(FINE_SEARCHES)))
     return value
+
+
+def _measure(value: object) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in MEASURERS:
+        raise ValueError(f"{value!r} is not one of {', '.join(MEASURERS)}"
+                         + did_you_mean(str(value), list(MEASURERS)))
+    return value.strip().lower()
+
+
+def _text_or_none(value: object) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"expected text, got {value!r}")
+    return value.strip()
 
 
 def _positive_int(value: object) -> int:
@@ -227,6 +244,20 @@ class FlowOptions:
     measure_timeout: float = _option(
         MEASURE_TIMEOUT_S, "collage: seconds one candidate may take (compile and runs) before "
         "it is marked invalid as hung", cache_key=False, parse=_positive_seconds)
+    measure: str = _option(
+        "local", "collage: where candidates are measured: local (this machine; in a worker "
+        "process with isolate, else in this process) or ray (on the nodes of a Ray cluster, "
+        "see ray-address and measure-on; needs the tessera[ray] extra)",
+        cache_key=True, parse=_measure)
+    ray_address: str | None = _option(
+        None, "measure=ray: the address of the Ray cluster's head node (host:port, or "
+        "ray://host:port for a Ray client); none starts a Ray instance on this machine",
+        cache_key=False, parse=_text_or_none)
+    measure_on: str | None = _option(
+        None, "measure=ray: the Ray nodes candidates are measured on: a node label KEY=VALUE "
+        "(ray start --labels, or a custom resource named KEY=VALUE), or a machine "
+        "fingerprint as the nodes report it (TESSERA_MACHINE, else CPU model and cores); "
+        "none measures on every node", cache_key=True, parse=_text_or_none)
     compile_cache: bool = _option(
         True, "keep each compiled partition in a form its backend reloads fast (OpenVINO IR, "
         "an ONNX file), under the cache directory: a later compile of the same model skips "
@@ -264,6 +295,7 @@ class FlowOptions:
                 f"option 'latency-budget' ({options.latency_budget:g} ms) limits the plan "
                 f"kept for throughput, but objective is {options.objective!r}: set "
                 "objective=throughput, or leave latency-budget unset")
+        _check_measure(options)
         return options
 
     def to_dict(self) -> dict[str, Any]:
@@ -276,6 +308,23 @@ class FlowOptions:
             for f in dataclasses.fields(self)
             if f.metadata["cache_key"]
         }
+
+
+def _check_measure(options: FlowOptions) -> None:
+    if options.measure != "ray":
+        given = [name for name, value in (("ray-address", options.ray_address),
+                                          ("measure-on", options.measure_on)) if value]
+        if given:
+            raise ConfigError(f"option {given[0]!r} applies to measuring on a Ray cluster, but "
+                              f"measure is {options.measure!r}: set measure=ray as well")
+        return
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # a ray module left half-imported, or blocked
+        found = False
+    if not found:
+        raise ConfigError("option measure=ray needs Ray, which is not installed here: "
+                          "pip install 'tessera[ray]'")
 
 
 def option_infos() -> list[OptionInfo]:

@@ -496,6 +496,41 @@ def attach(directory: Path) -> Weights:
     return found
 
 
+def held(key: str) -> Weights | None:
+    """This machine's cache entry `key` (another machine's entry of the same weights has
+    the same key), locked; None when it has none."""
+    try:
+        return _open(cache_dir("weights") / key)
+    except OSError:
+        return None
+
+
+def adopt(key: str, data: bytes) -> Weights:
+    """The cache entry `key` made here from `data`, the bytes of its weights file as another
+    machine holds them (a machine that measures candidates of a model loaded elsewhere),
+    locked; found instead where it is here already."""
+    found = held(key)
+    if found is not None:
+        return found
+    root = cache_dir("weights")
+    fresh = Path(tempfile.mkdtemp(prefix=f".{key}.{os.getpid()}.", dir=root))
+    try:
+        with (fresh / FILE).open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        (fresh / _LOCK).write_bytes(b"")
+        (fresh / _DONE).write_text(json.dumps({"bytes": len(data), "received": True}))
+        try:
+            fresh.rename(root / key)
+        except OSError:  # another process published it first
+            shutil.rmtree(fresh, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    return attach(root / key)
+
+
 def _write(directory: Path, tensors: list[onnx.TensorProto], slots: list[_Slot],
            end: int) -> None:
     with (directory / FILE).open("wb") as handle:
@@ -599,6 +634,6 @@ def _limit_bytes() -> int:
     return int(megabytes * 1024 * 1024)
 
 
-__all__ = ["FILE", "INLINE_BYTES", "METADATA_KEY", "Weights", "attach", "directory_of",
-           "evict", "inline", "is_external", "mark", "reference", "refers", "staged",
+__all__ = ["FILE", "INLINE_BYTES", "METADATA_KEY", "Weights", "adopt", "attach", "directory_of",
+           "evict", "held", "inline", "is_external", "mark", "reference", "refers", "staged",
            "stays_inline", "store", "weights_as_feeds"]

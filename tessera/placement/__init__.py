@@ -14,7 +14,7 @@ from tessera.placement._collage import known_plans, place_collage
 from tessera.placement._costdb import Cost, CostDB, Record
 from tessera.placement._decide import Placement, place, replace_lost
 from tessera.placement._greedy import place_greedy
-from tessera.placement._measure import Measurer, MeasureSettings
+from tessera.placement._measure import BatchMeasurer, Job, Measured, Measurer, MeasureSettings
 from tessera.placement._measurers import LocalMeasurer
 from tessera.placement._objective import Objective
 from tessera.placement._pins import (
@@ -33,6 +33,7 @@ from tessera.placement._progress import (
     ProgressLike,
 )
 from tessera.placement._race import Served, race, race_throughput
+from tessera.placement._ray import RayMeasurer
 from tessera.placement._search import SearchResult, cheapest_cover
 from tessera.placement._stats import (
     InterruptRecord,
@@ -47,6 +48,7 @@ __all__ = [
     "METADATA_KEY",
     "PHASES",
     "AccuracyReport",
+    "BatchMeasurer",
     "Builder",
     "Built",
     "Candidate",
@@ -54,8 +56,10 @@ __all__ = [
     "CostDB",
     "InterruptRecord",
     "InvalidCandidate",
+    "Job",
     "LocalMeasurer",
     "MeasureSettings",
+    "Measured",
     "Measurer",
     "MeasuringCallback",
     "Objective",
@@ -67,6 +71,7 @@ __all__ = [
     "ProgressEvent",
     "ProgressLike",
     "ProposalRecord",
+    "RayMeasurer",
     "Record",
     "Runnable",
     "SearchResult",

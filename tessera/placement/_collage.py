@@ -10,13 +10,12 @@ import time
 from dataclasses import dataclass, replace
 
 from tessera import backends
-from tessera._private.shapes import ShapePoint
 from tessera.ir import Model, NodeSet, members
 from tessera.placement._candidates import Candidate, generate
 from tessera.placement._costdb import Cost, CostDB, fingerprint
 from tessera.placement._greedy import place_greedy
 from tessera.placement._interrupted import priced_so_far
-from tessera.placement._measure import Measurer
+from tessera.placement._measure import BatchMeasurer, Job, Measurer, measure_jobs
 from tessera.placement._measurers import LocalMeasurer
 from tessera.placement._plan import Plan, make_partitions
 from tessera.placement._points import Points
@@ -220,11 +219,13 @@ def _bounded(run: Measurer, give_up_ms: float) -> Measurer | None:
 
 class _Pricer:
     """Candidates' costs, each priced once per compile: remembered under its structure
-    (here, or in the cost database), or measured target by target, in blocks (a spinning
-    pool of one backend must not slow the next one's measurements). A model with symbolic
-    dimensions is measured at each of its `points` (a static view each, so the cost
-    database keys each cost by its shapes); a candidate's cost is the points' weighted
-    mean, and it fails where any point fails."""
+    (here, or in the cost database), or measured. The measurer is given the batch of what
+    is not known at once (in order of target, so that one backend's spinning pool never
+    slows the next one's measurements on one machine; several machines measure several at
+    a time), and each record is kept as its answer comes, under the fingerprint of the
+    machine that measured it. A model with symbolic dimensions is measured at each of its
+    `points` (a static view each, so the cost database keys each cost by its shapes); a
+    candidate's cost is the points' weighted mean, and it fails where any point fails."""
 
     def __init__(self, model: Model, db: CostDB | None, run: Measurer, foreign: bool,
                  progress: Reporter, points: Points | None) -> None:
@@ -235,7 +236,7 @@ class _Pricer:
         self.at_points: dict[tuple[NodeSet, str], tuple[float | None, ...]] = {}
         self.candidates: list[Candidate] = []  # in the order first priced
         self._memo: dict[tuple[str, str], Cost] = {}
-        self._keys: dict[str, tuple[str, str]] = {}
+        self._keys: dict[str, _Key] = {}
         self.hits = self.measured = 0
         self.seconds = 0.0
         self.ahead = 0  # candidates the caller will ask for after these (for progress)
@@ -243,90 +244,137 @@ class _Pricer:
     def price(self, candidates: list[Candidate], run: Measurer | None = None) -> list[Cost]:
         """Each candidate's cost, in the order given (those not known measured by `run`,
         by default the pricer's measurer)."""
+        run = run or self.run
         fresh = [c for c in dict.fromkeys(candidates) if (c.mask, str(c.target))
                  not in self.costs]
         total = len(self.costs) + len(fresh) + self.ahead
         if len(fresh) > 1:  # a batch: its own rate of progress
             self.progress.begin("measuring", total, done=len(self.costs))
-        for candidate in sorted(fresh, key=lambda c: str(c.target)):
-            target = candidate.target
-            priced = _priced_at_points(self.model, candidate, self.views, self.points,
-                                       self._memo, self.db, run or self.run, self.foreign,
-                                       self._key(target))
-            self.hits += priced.hits
-            self.measured += priced.measured
-            self.seconds += priced.seconds
-            key = (candidate.mask, str(target))
-            self.costs[key] = _combined(priced.costs, self.points)
-            self.at_points[key] = tuple(k.ms for k in priced.costs) \
-                if len(priced.costs) == len(self.views) else ()
-            self.candidates.append(candidate)
-            self.progress.step("measuring", len(self.costs), total, str(target))
+        pending = [self._looked_up(c) for c in sorted(fresh, key=lambda c: str(c.target))]
+        jobs, owners = self._jobs(pending, run)
+        done = len(self.costs)
+        for p in pending:
+            if not p.parts:
+                done += 1
+                self.progress.step("measuring", done, total, str(p.candidate.target))
+        began = time.perf_counter()
+        for index, measured in measure_jobs(run, jobs):
+            owner, slots = owners[index]
+            for slot, cost in zip(slots, measured.costs, strict=True):
+                owner.known[slot] = cost
+                if self.db is not None:  # kept as it comes: an error later loses nothing
+                    self.db.put(owner.key.tuning, owner.structures[slot],
+                                measured.fingerprint or owner.key.write, cost)
+            owner.waiting -= 1
+            self.measured += len(slots)
+            if not owner.waiting:
+                done += 1
+                self.progress.step("measuring", done, total, str(owner.candidate.target))
+        self.seconds += time.perf_counter() - began
+        for p in pending:
+            self._settled(p)
         return [self.costs[(c.mask, str(c.target))] for c in candidates]
 
-    def _key(self, target: Target) -> tuple[str, str]:
+    def _looked_up(self, candidate: Candidate) -> _Pending:
+        """What is known of the candidate at each point, and what is to be measured."""
+        key = self._key(candidate.target)
+        structures = [view.structural_hash(candidate.mask) for _, view in self.views]
+        known: list[Cost | None] = []
+        for structure in structures:
+            cost = self._memo.get((key.tuning, structure))
+            if cost is None and self.db is not None:
+                cost = next((found for finger in key.read if (found := self.db.get(
+                    key.tuning, structure, finger)) is not None), None)
+                if cost is None and self.foreign:
+                    cost = self.db.get_foreign(key.tuning, structure)
+            self.hits += cost is not None
+            known.append(cost)
+        return _Pending(candidate, key, structures, known)
+
+    def _jobs(self, pending: list[_Pending], run: Measurer
+              ) -> tuple[list[Job], list[tuple[_Pending, list[int]]]]:
+        """The measurements the pending candidates need, each once: a structure two
+        candidates share is measured for the first (the other waits for it). At several
+        points, a measurer that can compiles the candidate once and times it at each."""
+        jobs: list[Job] = []
+        owners: list[tuple[_Pending, list[int]]] = []
+        first: dict[tuple[str, tuple[str, ...]], _Pending] = {}
+        together = isinstance(run, BatchMeasurer) or callable(getattr(run, "at_points", None))
+        for p in pending:
+            missing = [i for i, cost in enumerate(p.known) if cost is None]
+            if not missing:
+                continue
+            same = (p.key.tuning, tuple(p.structures[i] for i in missing))
+            if same in first:
+                p.copies = first[same]
+                self.hits += len(missing)  # priced by the first, as the memo would
+                continue
+            first[same] = p
+            mask, target = p.candidate.mask, p.candidate.target
+            if len(missing) > 1 and self.points is not None and together:
+                inputs = self.model.dataflow.boundary(mask)[0]
+                parts = [(Job(self.model, mask, target, tuple(
+                    self.points.shapes(i, inputs) for i in missing)), missing)]
+            else:
+                parts = [(Job(self.views[i][1], mask, target), [i]) for i in missing]
+            for job, slots in parts:
+                jobs.append(job)
+                owners.append((p, slots))
+            p.parts = p.waiting = len(parts)
+        return jobs, owners
+
+    def _settled(self, p: _Pending) -> None:
+        """The candidate's costs recorded, once every measurement it needed is in."""
+        if p.copies is not None:
+            p.known = [k if k is not None else c for k, c in zip(p.known, p.copies.known,
+                                                                  strict=True)]
+        costs: list[Cost] = []
+        for (point, _), structure, cost in zip(self.views, p.structures, p.known,
+                                               strict=True):
+            assert cost is not None
+            self._memo[(p.key.tuning, structure)] = cost
+            if not cost.ok and point is not None and point.sizes:
+                cost = replace(cost, invalid=f"at {point}: {cost.invalid}")
+            costs.append(cost)
+            if not cost.ok:
+                break
+        key = (p.candidate.mask, str(p.candidate.target))
+        self.costs[key] = _combined(costs, self.points)
+        self.at_points[key] = tuple(k.ms for k in costs) if len(costs) == len(self.views) \
+            else ()
+        self.candidates.append(p.candidate)
+
+    def _key(self, target: Target) -> _Key:
         if str(target) not in self._keys:
             version = backends.get(target.kind.name).is_available().version
-            built_for = getattr(self.run, "built_for", None)  # the cost of what is built
-            built = built_for(target) if callable(built_for) else target
-            self._keys[str(target)] = (built.tuning_key(),
-                                       fingerprint(target.kind.name, version))
+            here = fingerprint(target.kind.name, version)
+            built: Target = target
+            read: tuple[str, ...] = (here,)
+            if isinstance(self.run, BatchMeasurer):  # the cost of what is built, where
+                built, read = self.run.built_for(target), self.run.fingerprints(target)
+            else:
+                built_for = getattr(self.run, "built_for", None)
+                built = built_for(target) if callable(built_for) else target
+            self._keys[str(target)] = _Key(built.tuning_key(), here, read)
         return self._keys[str(target)]
 
 
-@dataclass
-class _Found:
-    costs: list[Cost]
-    hits: int = 0
-    measured: int = 0
-    seconds: float = 0.0
+@dataclass(frozen=True)
+class _Key:
+    tuning: str
+    write: str  # the fingerprint of a cost measured here
+    read: tuple[str, ...]  # the fingerprints whose records price it
 
 
-def _priced_at_points(model: Model, candidate: Candidate,
-                      views: tuple[tuple[ShapePoint | None, Model], ...],
-                      points: Points | None, memo: dict[tuple[str, str], Cost],
-                      db: CostDB | None, run: Measurer, foreign: bool, key: tuple[str, str]
-                      ) -> _Found:
-    """A candidate's cost at each point: remembered under the static view's structure, or
-    measured. At several points, a measurer that can (`at_points`) compiles the candidate
-    once with its symbolic dimensions and times it at each point."""
-    tuning, finger = key
-    structures = [view.structural_hash(candidate.mask) for _, view in views]
-    known: list[Cost | None] = []
-    found = _Found([])
-    for structure in structures:
-        cost = memo.get((tuning, structure))
-        if cost is None and db is not None:
-            cost = db.get(tuning, structure, finger)
-            if cost is None and foreign:
-                cost = db.get_foreign(tuning, structure)
-        found.hits += cost is not None
-        known.append(cost)
-    missing = [i for i, cost in enumerate(known) if cost is None]
-    if missing:
-        began = time.perf_counter()
-        at_points = getattr(run, "at_points", None)
-        if len(missing) > 1 and points is not None and callable(at_points):
-            inputs = model.dataflow.boundary(candidate.mask)[0]
-            costs = at_points(model, candidate.mask, candidate.target,
-                              [points.shapes(i, inputs) for i in missing])
-        else:
-            costs = [run(views[i][1], candidate.mask, candidate.target) for i in missing]
-        found.seconds = time.perf_counter() - began
-        found.measured = len(missing)
-        for i, cost in zip(missing, costs, strict=True):
-            known[i] = cost
-            if db is not None:
-                db.put(tuning, structures[i], finger, cost)
-    for (point, _), structure, cost in zip(views, structures, known, strict=True):
-        assert cost is not None
-        memo[(tuning, structure)] = cost
-        if not cost.ok and point is not None and point.sizes:
-            cost = replace(cost, invalid=f"at {point}: {cost.invalid}")
-        found.costs.append(cost)
-        if not cost.ok:
-            break
-    return found
+@dataclass(eq=False)
+class _Pending:
+    candidate: Candidate
+    key: _Key
+    structures: list[str]
+    known: list[Cost | None]
+    parts: int = 0  # measurements it waits for
+    waiting: int = 0
+    copies: _Pending | None = None  # the candidate of the same structure measured for it
 
 
 def _combined(found: list[Cost], points: Points | None) -> Cost:

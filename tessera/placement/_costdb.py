@@ -1,7 +1,8 @@
 """Measured costs, kept in SQLite under the cache directory (or at `TESSERA_COST_DB`). A
 record's key is the target's tuning key, the subgraph's structural hash and the machine
-fingerprint (CPU model, core count, the backend library's version). WAL mode lets concurrent
-compiles write without losing records; an insert never replaces a newer record. The schema
+fingerprint (CPU model and core count, or `TESSERA_MACHINE`, and the backend library's
+version). WAL mode lets concurrent compiles write without losing records; an insert never
+replaces a newer record. The schema
 version is stored (`PRAGMA user_version`): a file of schema 1 is migrated in place; a corrupt
 file or an unknown layout is moved aside (never deleted) and rebuilt, with a CacheWarning."""
 
@@ -116,7 +117,12 @@ class Record:
 
 @functools.cache
 def machine() -> str:
-    """CPU model and core count; the backend library's version is added per record."""
+    """CPU model and core count, or the name `TESSERA_MACHINE` gives this machine (a fleet
+    of identical machines may share one); the backend library's version is added per
+    record."""
+    named = os.environ.get("TESSERA_MACHINE", "").strip()
+    if named:
+        return named
     model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -80,9 +80,7 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
     report = Reporter.of(progress)
     try:
         placed = _place(model, config, pins=pins, builder=builder, build=build,
-                        measurer=measurer or LocalMeasurer(config.options.isolate,
-                                                           config.options.measure_timeout,
-                                                           devices=config_devices(config)),
+                        measurer=measurer or measurer_for(config),
                         progress=report, db=db, clock=clock, samples=samples)
     except InterruptedCompile:
         raise
@@ -90,6 +88,21 @@ def place(model: Model, config: CompilationConfig, *, pins: PinSpec = None,
         raise stopped(report) from None
     plan = assign_devices(placed.plan, config)
     return Placement(plan, replace(placed.built, plan=plan) if placed.built else None)
+
+
+def measurer_for(config: CompilationConfig) -> Measurer:
+    """The measurer the config's flow options ask for: this machine's (`isolate`: in the
+    worker process), or the nodes of a Ray cluster (`measure=ray`; it connects when it
+    first measures, so a remembered plan needs no cluster)."""
+    options = config.options
+    devices = config_devices(config)
+    if options.measure == "ray":
+        from tessera.placement._ray import RayMeasurer  # Ray itself loads when it measures
+
+        return RayMeasurer.connect(options.ray_address, options.measure_on,
+                                   isolate=options.isolate, timeout_s=options.measure_timeout,
+                                   devices=devices)
+    return LocalMeasurer(options.isolate, options.measure_timeout, devices=devices)
 
 
 def _requested_devices(model: Model, config: CompilationConfig,
@@ -205,7 +218,8 @@ def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
         progress.keep(1, SEARCHED, searched)  # what an interrupt keeps, until a race ends
         rounds += 1
         first = first or searched.stats  # where the measuring happened
-        if builder is None:  # nothing can time plans end to end: the search decides
+        if builder is None or not getattr(measurer, "measures_here", True):
+            # nothing can time plans end to end where they will run: the search decides
             plan, built = searched, None
             break
         outcome = keep_fastest(model, config, searched, known, builder, db, clock=clock,
@@ -275,4 +289,5 @@ def replace_lost(model: Model, config: CompilationConfig, plan: Plan,
     return placed.with_stats(fallback_from=tuple(sorted(lost)))
 
 
-__all__ = ["CALIBRATION_ROUNDS", "Placement", "overhead_estimate", "place", "replace_lost"]
+__all__ = ["CALIBRATION_ROUNDS", "Placement", "measurer_for", "overhead_estimate", "place",
+           "replace_lost"]

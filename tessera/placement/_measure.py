@@ -3,16 +3,18 @@ shapes, warm up, then take the median of several timed runs. The run is exactly 
 executor does at a partition (numpy in, numpy out), so the handoff of tensors across the
 partition's boundary is part of what is measured.
 
-The search measures through a `Measurer` (see `_measurers`): in this process, or in the
-isolated worker, where a backend that crashes or hangs costs only its candidate."""
+The search measures through a `Measurer`, and never knows which: in this process or in the
+isolated worker, where a backend that crashes or hangs costs only its candidate
+(`_measurers.LocalMeasurer`), or on the nodes of a Ray cluster (`_ray.RayMeasurer`). Each
+answers with data: a cost, or a failed cost with the reason."""
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tessera import backends
 from tessera._private.text import first_line, typed_line
@@ -50,6 +52,66 @@ class PointMeasurer(Measurer, Protocol):
 
     def at_points(self, model: Model, mask: NodeSet, target: Target,
                   points: Sequence[Mapping[str, Sequence[int]]]) -> list[Cost]: ...
+
+
+Point = Mapping[str, Sequence[int]]  # a symbolic model's inputs' shapes at one point
+
+
+@dataclass(frozen=True)
+class Job:
+    """One measurement: the candidate `mask` of `model` on `target`; with `points`, compiled
+    once with the model's symbolic dimensions and timed at each point (one cost each)."""
+
+    model: Model
+    mask: NodeSet
+    target: Target
+    points: tuple[Point, ...] = ()
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A job's costs (one, or one per point) and the fingerprint of the machine that
+    measured them (None: this machine), under which they are kept."""
+
+    costs: tuple[Cost, ...]
+    fingerprint: str | None = None
+
+
+@runtime_checkable
+class BatchMeasurer(PointMeasurer, Protocol):
+    """A measurer given many jobs at once, which may measure several at a time (on several
+    machines) and answers each as it is done."""
+
+    def measure_all(self, jobs: Sequence[Job]) -> Iterator[tuple[int, Measured]]:
+        """(index into `jobs`, its result) for every job, in the order they finish."""
+        ...
+
+    def fingerprints(self, target: Target) -> tuple[str, ...]:
+        """The machine fingerprints whose records price `target` here: where the costs of
+        this measurer's measurements are kept."""
+        ...
+
+    def built_for(self, target: Target) -> Target: ...
+
+    @property
+    def measures_here(self) -> bool:
+        """Whether it measures on this machine (so timing whole plans here agrees)."""
+        ...
+
+
+def measure_jobs(measurer: Measurer, jobs: Sequence[Job]) -> Iterator[tuple[int, Measured]]:
+    """Every job's result through `measurer`: all at once where it takes a batch, else one
+    after another (a plain callable, as tests write them)."""
+    if isinstance(measurer, BatchMeasurer):
+        yield from measurer.measure_all(jobs)
+        return
+    for index, job in enumerate(jobs):
+        if job.points:
+            at_points = getattr(measurer, "at_points")  # noqa: B009 (a PointMeasurer's)
+            costs = tuple(at_points(job.model, job.mask, job.target, list(job.points)))
+        else:
+            costs = (measurer(job.model, job.mask, job.target),)
+        yield index, Measured(costs)
 
 
 def measure_submodel(submodel: onnx.ModelProto, target: Target,
@@ -109,4 +171,5 @@ def _one_run_ms(run: Callable[[], object]) -> float:
     return (time.perf_counter() - began) * 1000.0
 
 
-__all__ = ["MeasureSettings", "Measurer", "PointMeasurer", "measure_points", "measure_submodel"]
+__all__ = ["BatchMeasurer", "Job", "MeasureSettings", "Measured", "Measurer", "Point",
+           "PointMeasurer", "measure_jobs", "measure_points", "measure_submodel"]

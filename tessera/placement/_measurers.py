@@ -1,9 +1,10 @@
-"""The measurers: where a candidate is compiled and timed. In this process, or in the shared
-worker process, where a backend that crashes or hangs costs only its candidate."""
+"""The measurers of this machine: a candidate compiled and timed in this process, or in the
+shared worker process, where a backend that crashes or hangs costs only its candidate. The
+Ray measurer (`_ray`) measures on other machines through the same interface."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -13,9 +14,15 @@ from tessera.backends._threads import ThreadPolicy
 from tessera.config import MEASURE_TIMEOUT_S
 from tessera.errors import TesseraError
 from tessera.ir import Model, NodeSet, extract_submodel
-from tessera.placement._costdb import Cost
+from tessera.placement._costdb import Cost, fingerprint
 from tessera.placement._isolated import Part, Source, shared_worker
-from tessera.placement._measure import MeasureSettings, measure_points, measure_submodel
+from tessera.placement._measure import (
+    Job,
+    Measured,
+    MeasureSettings,
+    measure_points,
+    measure_submodel,
+)
 from tessera.target import Target
 
 if TYPE_CHECKING:
@@ -40,6 +47,21 @@ class LocalMeasurer:
     def __call__(self, model: Model, mask: NodeSet, target: Target) -> Cost:
         return measure(model, mask, target, self.settings, isolate=self.isolate,
                        timeout_s=self.timeout_s, device=self.device(target))
+
+    def measure_all(self, jobs: Sequence[Job]) -> Iterator[tuple[int, Measured]]:
+        """One job after another: this machine measures one candidate at a time."""
+        for index, job in enumerate(jobs):
+            costs = self.at_points(job.model, job.mask, job.target, job.points) \
+                if job.points else [self(job.model, job.mask, job.target)]
+            yield index, Measured(tuple(costs))
+
+    def fingerprints(self, target: Target) -> tuple[str, ...]:
+        version = backends.get(target.kind.name).is_available().version
+        return (fingerprint(target.kind.name, version),)
+
+    @property
+    def measures_here(self) -> bool:
+        return True
 
     def bounded(self, give_up_ms: float) -> LocalMeasurer:
         """This measurer, giving a candidate up after one run slower than `give_up_ms`."""
