@@ -98,4 +98,4 @@ def test_bench_compares_native_single_greedy_and_collage(tmp_path: Path) -> None
     assert min(r["vs_best_native"] for r in rows if r["row"].startswith("native ")) == 1.0
     assert all(r["median_ms"] > 0 and r["p90_ms"] >= r["median_ms"] >= r["min_ms"]
                for r in rows)
-    assert "vs best native" in stdout
+    assert "best native" in stdout and "faster" in stdout  # the ratio says its direction
