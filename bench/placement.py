@@ -70,8 +70,8 @@ def markdown(results: list[dict[str, Any]], targets: Sequence[str]) -> str:
     labels = ["collage", "greedy", *(f"only {t}" for t in targets)]
     lines = ["# Placement benchmark", "",
              f"{platform.processor() or platform.machine()}, {sys.platform}; median latency "
-             "in ms (in brackets: x the best single backend's time in the same run, lower is faster). "
-             "Batch 1, random weights.", "",
+             "in ms (in brackets: x the best single backend's time in the same run, lower is "
+             "faster). Batch 1, random weights.", "",
              "| model | " + " | ".join(labels) + " | collage plan | search |",
              "|---|" + "---:|" * len(labels) + "---|---|"]
     for r in results:
