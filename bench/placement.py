@@ -70,11 +70,12 @@ def markdown(results: list[dict[str, Any]], targets: Sequence[str]) -> str:
     labels = ["collage", "greedy", *(f"only {t}" for t in targets)]
     lines = ["# Placement benchmark", "",
              f"{platform.processor() or platform.machine()}, {sys.platform}; median latency "
-             "in ms (ratio to the best single backend, same run). Batch 1, random weights.", "",
+             "in ms (in brackets: x the best single backend's time in the same run, lower is "
+             "faster). Batch 1, random weights.", "",
              "| model | " + " | ".join(labels) + " | collage plan | search |",
              "|---|" + "---:|" * len(labels) + "---|---|"]
     for r in results:
-        cells = [f"{r['plans'][k]['median_ms']:.3f} ({r['plans'][k]['vs_best_single']:.2f}×)"
+        cells = [f"{r['plans'][k]['median_ms']:.3f} ({r['plans'][k]['vs_best_single']:.2f}x)"
                  for k in labels]
         plan = " + ".join(f"{t}[{n}]" for t, n in r["plans"]["collage"]["plan"])
         s = r["search"]

@@ -264,6 +264,17 @@ def check_against_reference(compiled: Any, feeds: dict[str, np.ndarray],
     from tessera.errors import ExecutionError
 
     want = backends.get("reference").compile(compiled.model.proto).run(feeds)
+    budget = compiled.config.options.accuracy
+    if budget is not None:  # a plan chosen under a budget (int8) is judged by it
+        from tessera._private.accuracy import measure
+
+        report = measure([results], [want], budget)
+        if not report.met:
+            raise ExecutionError(f"{report.summary()}; the compiled model misses its "
+                                 "accuracy budget against the reference backend")
+        click.echo(f"check: all {len(want)} output(s) within the plan's accuracy budget "
+                   f"{budget} against the reference backend ({report.summary()})")
+        return
     verdict = agree(results, want)
     if not verdict:
         raise ExecutionError(f"{verdict.why} (tolerance rtol {RTOL:g}, atol {ATOL:g}); the "
@@ -282,28 +293,47 @@ def check_against_reference(compiled: Any, feeds: dict[str, np.ndarray],
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="Also write the rows as JSON.")
 @click.option("--save", "save_to", type=click.Path(dir_okay=False),
-              help="Save tessera's plan (the Collage row) as an artifact.")
+              help="Save tessera's plan (the Collage row; with --samples, the tessera row) "
+                   "as an artifact.")
+@click.option("--samples", type=click.Path(exists=True), metavar="PATH",
+              help="Inputs (one .npz file or a directory of them) to compare on instead: "
+                   "ONNX Runtime's defaults, int8 by hand and tessera's plan under "
+                   "--accuracy, each with its accuracy on the validation half.")
+@click.option("--accuracy", metavar="SPEC",
+              help="With --samples: the accuracy budget against the reference, e.g. "
+                   "cosine>=0.999,top1>=0.99.")
 @option_option("max-candidate-size=2")
 @shape_option()
 @shape_profile_option()
 @click.pass_context
 def bench_command(ctx: click.Context, model: str, targets: str, executor: str | None,
                   seconds: float,
-                  json_out: str | None, save_to: str | None, options: tuple[str, ...],
+                  json_out: str | None, save_to: str | None, samples: str | None,
+                  accuracy: str | None, options: tuple[str, ...],
                   shapes: tuple[str, ...], profile: tuple[str, ...]) -> None:
     """Compare, in one run: each backend natively, tessera on each backend alone, tessera's
     greedy plan and tessera's Collage plan. Each row is timed in its own block (a model with
-    symbolic dimensions at its shape profile's heaviest point)."""
+    symbolic dimensions at its shape profile's heaviest point). With --samples: what you
+    get without tessera (ONNX Runtime's defaults), the best by hand and tessera's plan
+    within the --accuracy budget."""
     import json
 
-    from tessera.ir import load_model
-    from tessera.runtime._compare import compare
+    from tessera.ir import Samples, load_model
+    from tessera.runtime._compare import BudgetComparison, compare, compare_within
 
-    config = build_config(targets, (*profile_flags(profile), *options), ctx.args, executor)
+    if accuracy is not None and samples is None:
+        from tessera.errors import ConfigError
+
+        raise ConfigError("--accuracy needs --samples: the budget is measured on them")
+    config = build_config(targets, (*profile_flags(profile), *options), ctx.args, executor,
+                          accuracy=accuracy)
     loaded = load_model(model, parse_shapes(shapes), require_static=False)
+    checked = Samples.load(samples, loaded) if samples else None
     bar, update = progress_display()
     with bar:
-        result = compare(loaded, config, seconds=seconds, progress=update)
+        result: BudgetComparison | Any = compare(
+            loaded, config, seconds=seconds, progress=update) if checked is None else \
+            compare_within(loaded, config, checked, seconds=seconds, progress=update)
     rows = result.rows
     show = console()
     if result.best is not None:
@@ -312,7 +342,12 @@ def bench_command(ctx: click.Context, model: str, targets: str, executor: str | 
                                                  f"{result.best.policy.name}"))
         print_plan_stats(plan)
     label = Path(model).name if loaded.is_static else f"{Path(model).name} at {result.point}"
-    show.print(comparison_table(rows, label))
+    if isinstance(result, BudgetComparison):
+        show.print(budget_table(result, label))
+        for line in budget_lines(result):
+            click.echo(line)
+    else:
+        show.print(comparison_table(rows, label))
     if save_to:
         if result.best is None:
             from tessera.errors import CompileError
@@ -327,12 +362,59 @@ def bench_command(ctx: click.Context, model: str, targets: str, executor: str | 
         click.echo(f"rows written to {json_out}")
 
 
+def budget_table(result: Any, label: str) -> Table:
+    """Three rows: ONNX Runtime's defaults, the best by hand, tessera's plan."""
+    from rich.table import Table
+
+    table = Table(title=f"{label}: latency, each row timed in its own block; accuracy on "
+                        f"{result.validation} validation sample(s) against the reference",
+                  title_justify="left")
+    for column in ("row", "median ms", "speed-up vs ORT defaults (higher is faster)",
+                   "min cosine", "budget", "what runs"):
+        table.add_column(column, justify="left" if column in ("row", "what runs") else "right")
+    for title, row in (("without tessera: ONNX Runtime defaults", result.baseline),
+                       ("best by hand", result.by_hand), ("tessera", result.tessera)):
+        if row is None:
+            table.add_row(title, "-", "-", "-", "-", "[red]failed or missed the budget[/red]")
+            continue
+        cosine = row.get("min_cosine")
+        table.add_row(title, f"{row['median_ms']:.3f}", f"{row.get('speedup', 0):.2f}x",
+                      f"{cosine:.5f}" if cosine is not None else "-",
+                      "met" if row["meets"] else "[red]missed[/red]",
+                      row["plan"] if title == "tessera" else row["row"])
+    return table
+
+
+def budget_lines(result: Any) -> list[str]:
+    """The comparison in words, and what else was tried by hand."""
+    lines = []
+    own, hand = result.tessera, result.by_hand
+    if own is not None and result.baseline is not None:
+        speedup = own.get("speedup", 0.0)
+        within = (f"within the accuracy budget {result.budget}" if own["meets"] else
+                  f"MISSING the accuracy budget {result.budget}")
+        compared = "faster than" if speedup >= 1 else "the speed of"
+        lines.append(f"tessera: {speedup:.2f}x {compared} ONNX Runtime defaults, {within} "
+                     f"(min cosine {own.get('min_cosine') or 0:.5f})")
+        if hand is not None:
+            lines.append(f"tessera vs the best by hand ({hand['row']}): "
+                         f"{hand['median_ms'] / own['median_ms']:.2f}x (higher: tessera "
+                         "faster), found without trying each by hand")
+    tried = [f"{r['row']} {r['median_ms']:.3f} ms" + ("" if r["meets"] else " (misses budget)")
+             for r in result.rows if "median_ms" in r and r["row"] != "tessera"]
+    tried += [f"{r['row']} failed: {r['error']}" for r in result.rows if "error" in r]
+    if tried:
+        lines.append("also measured: " + "; ".join(tried))
+    return lines
+
+
 def comparison_table(rows: list[dict[str, Any]], label: str) -> Table:
     from rich.table import Table
 
     table = Table(title=f"{label}: latency, each row timed in its own block",
                   title_justify="left")
-    for column in ("row", "median ms", "p90 ms", "min ms", "vs best native", "plan"):
+    for column in ("row", "median ms", "p90 ms", "min ms",
+                   "x best native time (lower is faster)", "plan"):
         table.add_column(column, justify="left" if column in ("row", "plan") else "right")
     for row in rows:
         if "error" in row:
@@ -340,6 +422,6 @@ def comparison_table(rows: list[dict[str, Any]], label: str) -> Table:
             continue
         ratio = row.get("vs_best_native")
         table.add_row(row["row"], f"{row['median_ms']:.3f}", f"{row['p90_ms']:.3f}",
-                      f"{row['min_ms']:.3f}", f"{ratio:.2f}×" if ratio else "-",
+                      f"{row['min_ms']:.3f}", f"{ratio:.2f}x" if ratio else "-",
                       row.get("plan", ""))
     return table

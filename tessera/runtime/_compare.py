@@ -1,6 +1,12 @@
 """One comparison, measured in one run: each backend natively, tessera on each backend alone,
 tessera's greedy plan and its Collage plan. Everything is built first; then each row is timed
-in its own block, and ratios are taken against the best native row of the same run."""
+in its own block, and ratios are taken against the best native row of the same run.
+
+With samples and an accuracy budget (`compare_within`), the rows are what a user gets without
+tessera (each backend natively, ONNX Runtime's defaults the baseline), what they could do by
+hand (the model quantized to int8 with ONNX Runtime's static quantizer, calibrated on the same
+samples, run natively on each backend) and tessera's plan under the budget, each with its
+accuracy on the validation samples against the reference backend."""
 
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from tessera._private.timing import time_block
 from tessera.backends._inputs import random_inputs, shapes_at
 from tessera.config import CompilationConfig
 from tessera.errors import InterruptedCompile, TesseraError
-from tessera.ir import Model, inline_weights
+from tessera.ir import Model, Samples, inline_weights
 from tessera.placement import ProgressLike
 from tessera.runtime._compiled import compile
 from tessera.runtime._native import native_runner
@@ -97,4 +103,97 @@ def _guarded(build: Callable[[], Any]) -> Any:
     return built
 
 
-__all__ = ["Comparison", "compare"]
+BASELINE = "native onnxruntime"  # what a user gets without tessera: ONNX Runtime's defaults
+TESSERA = "tessera"
+
+
+@dataclass
+class BudgetComparison:
+    """The rows of `compare_within`, each with its accuracy; `baseline`, `by_hand` and
+    `tessera` name the three rows a reader compares (None where that row failed or, by
+    hand, where nothing met the budget)."""
+
+    rows: list[dict[str, Any]]
+    best: Any  # tessera's plan, compiled
+    point: ShapePoint
+    budget: str
+    validation: int  # samples the accuracy is measured on
+    baseline: dict[str, Any] | None
+    by_hand: dict[str, Any] | None
+    tessera: dict[str, Any] | None
+
+
+def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
+                   seconds: float = 1.0, progress: ProgressLike | None = None
+                   ) -> BudgetComparison:
+    """Without tessera, by hand, and tessera's plan under the config's accuracy budget, on
+    the same samples; each timed in its own block. `speedup` is the baseline's median over
+    the row's (higher is faster)."""
+    from tessera import backends
+    from tessera._private.accuracy import measure
+    from tessera.backends._quantize import quantize
+
+    budget = config.options.accuracy
+    raw = inline_weights(model.proto).SerializeToString()
+    names = [t.kind.name for t in config.priority if t.kind.name in ("onnxruntime", "openvino")]
+    if "onnxruntime" not in names:
+        names.insert(0, "onnxruntime")  # the baseline is always there
+    calibration, validation = samples.split()
+    built: dict[str, Any] = {f"native {name}": _guarded(functools.partial(
+        native_runner, name, raw)) for name in names}
+    quantized = _guarded(lambda: quantize(inline_weights(model.proto), "static",
+                                          list(calibration), backend="onnxruntime")
+                         .SerializeToString())
+    for name in names:
+        built[f"{name} int8 static, by hand"] = quantized if isinstance(quantized, str) else \
+            _guarded(functools.partial(native_runner, name, quantized))
+    built[TESSERA] = _guarded(functools.partial(compile, model, config, samples=samples,
+                                                progress=progress))
+    feeds = list(validation)
+    reference = backends.get("reference").compile(model.proto, check=False)
+    want = [reference.run(feed) for feed in feeds]
+    outputs = [o.name for o in model.proto.graph.output]
+    rows: list[dict[str, Any]] = []
+    for label, value in built.items():
+        if isinstance(value, str):
+            rows.append({"row": label, "error": value})
+            continue
+        call = value.run if hasattr(value, "run") else value
+        try:
+            got = [_named(call(feed), outputs) for feed in feeds]
+            latency = time_block(functools.partial(call, feeds[0]), seconds=seconds)
+        except Exception as err:  # a backend failing at run time is a row, not a crash
+            rows.append({"row": label, "error": typed_line(err, 160)})
+            continue
+        report = measure(got, want, budget)
+        plan = " + ".join(str(p.target) for p in value.plan.partitions) \
+            if hasattr(value, "plan") else "whole model"
+        rows.append({"row": label, **latency.to_dict(), "plan": plan,
+                     "accuracy": report.to_dict(), "summary": report.summary(),
+                     "min_cosine": _min_cosine(report), "meets": report.met is not False})
+    base = next((r for r in rows if r["row"] == BASELINE and "median_ms" in r), None)
+    for row in rows:
+        if base is not None and "median_ms" in row:
+            row["speedup"] = round(base["median_ms"] / row["median_ms"], 3)
+    hand = [r for r in rows if r["row"] not in (TESSERA,) and "median_ms" in r and r["meets"]]
+    own = built.get(TESSERA)
+    return BudgetComparison(
+        rows, own if hasattr(own, "plan") else None, ShapePoint(()), str(budget),
+        len(feeds), base, min(hand, key=lambda r: r["median_ms"], default=None),
+        next((r for r in rows if r["row"] == TESSERA and "median_ms" in r), None))
+
+
+def _named(result: Any, outputs: list[str]) -> dict[str, Any]:
+    """A runner's result as named outputs: a dict (or OpenVINO's result) by position."""
+    if isinstance(result, dict) and all(isinstance(k, str) for k in result):
+        return result
+    values = result.to_tuple() if hasattr(result, "to_tuple") else result
+    return dict(zip(outputs, values, strict=False))
+
+
+def _min_cosine(report: Any) -> float | None:
+    cosines = [m.value for m in report.values if m.metric == "cosine"]
+    return min(cosines) if cosines else None
+
+
+__all__ = ["BASELINE", "TESSERA", "BudgetComparison", "Comparison", "compare", "compare_within"]

@@ -34,6 +34,8 @@ class GraphExecutor:
         # model's inputs needs no bookkeeping between backends
         self.run: Callable[[dict[str, Any]], dict[str, np.ndarray]] = \
             parts[0].run_checked if whole else self._chain
+        # that partition, whose backend may be called directly on the caller's inputs
+        self.whole: Compiled | None = parts[0] if whole else None
 
     def _chain(self, values: dict[str, Any]) -> dict[str, np.ndarray]:
         for names, run, frees in self._steps:

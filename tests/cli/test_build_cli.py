@@ -98,4 +98,28 @@ def test_bench_compares_native_single_greedy_and_collage(tmp_path: Path) -> None
     assert min(r["vs_best_native"] for r in rows if r["row"].startswith("native ")) == 1.0
     assert all(r["median_ms"] > 0 and r["p90_ms"] >= r["median_ms"] >= r["min_ms"]
                for r in rows)
-    assert "vs best native" in stdout
+    assert "best native" in stdout and "faster" in stdout  # the ratio says its direction
+
+
+def test_bench_with_samples_compares_defaults_by_hand_and_tessera_within_the_budget(
+        tmp_path: Path) -> None:
+    from tessera.zoo.__main__ import write_samples
+
+    write_samples("mlp", 1, tmp_path / "samples", count=4)
+    out = tmp_path / "rows.json"
+    code, stdout, stderr = run("bench", str(zoo.export("mlp", 1)), "-t", "onnxruntime,openvino",
+                               "--samples", str(tmp_path / "samples"), "--accuracy",
+                               "cosine>=0.99", "--seconds", "0.05", "--json", str(out))
+    assert code == 0, stderr
+    rows = {r["row"]: r for r in json.loads(out.read_text())}
+    assert list(rows)[:2] == ["native onnxruntime", "native openvino"]
+    assert rows["native onnxruntime"]["speedup"] == 1.0
+    assert rows["tessera"]["meets"] is True and rows["tessera"]["accuracy"]["samples"] == 2
+    assert "higher is faster" in stdout.replace("\n", " ") or "(higher is" in stdout
+    assert "within the accuracy budget cosine>=0.99" in stdout
+
+
+def test_bench_accuracy_needs_samples() -> None:
+    code, _, stderr = run("bench", str(zoo.export("mlp", 1)), "-t", "onnxruntime",
+                          "--accuracy", "cosine>=0.99")
+    assert code != 0 and "--accuracy needs --samples" in stderr
