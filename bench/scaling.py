@@ -4,7 +4,7 @@ with the time, the time per node, and where it went (candidates, measurements, t
 Writes bench/results/scaling.{md,json} (`--out` for another directory).
 
     python -m bench.scaling [--models light_resnet50 bert-base conv-stack-2000 ...]
-                            [--all-targets resnet50 ...]
+                            [--all-targets resnet50 ...] [--stop-after SECONDS]
 
 Models: the suite's (`tessera.zoo`), the onnx package's light copies of published CNNs
 (`light_inception_v2`, `light_resnet50`, `light_shufflenet`), and `conv-stack-N`, a
@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,12 +79,22 @@ def cold_compile(path: str, config: str, cache: str) -> dict[str, Any]:
             "targets": [str(p.target) for p in compiled.plan.partitions]}
 
 
-def _in_child(path: Path, config: str, cache: Path) -> dict[str, Any]:
-    """`cold_compile` in a fresh interpreter: nothing a compile before it left in memory."""
+def _in_child(path: Path, config: str, cache: Path, stop_after: float | None = None
+              ) -> dict[str, Any]:
+    """`cold_compile` in a fresh interpreter: nothing a compile before it left in memory;
+    stopped after `stop_after` seconds, when given (a row saying it ran over)."""
     code = ("import json; from bench.scaling import cold_compile; "
             f"print(json.dumps(cold_compile({str(path)!r}, {config!r}, {str(cache)!r})))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parent.parent)
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             cwd=Path(__file__).resolve().parent.parent)
+    try:
+        stdout, stderr = child.communicate(timeout=stop_after)
+    except subprocess.TimeoutExpired:  # the compile and its measuring worker
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        return {"error": f"stopped after {stop_after:g} s", "over_s": stop_after}
+    done = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines()
         return {"error": lines[-1] if lines else f"exit status {done.returncode}"}
@@ -94,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="*", default=MODELS)
     parser.add_argument("--all-targets", nargs="*", default=ALL_TARGETS,
                         help="models also compiled with every available backend")
+    parser.add_argument("--stop-after", type=float, default=None,
+                        help="stop a compile after this many seconds (a row saying so)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     given = list(sys.argv[1:] if argv is None else argv)
@@ -108,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         for index, (name, config) in enumerate(jobs):
             path = model_path(name, Path(tmp))
             row = {"model": name, "config": config,
-                   **_in_child(path, config, Path(tmp, f"cache-{index}"))}
+                   **_in_child(path, config, Path(tmp, f"cache-{index}"), args.stop_after)}
             rows.append(row)
             print(f"{name} [{config}]: {row.get('seconds', row.get('error'))}",
                   file=sys.stderr, flush=True)
@@ -136,6 +150,10 @@ def table(result: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         targets = "all" if r["config"] == result["all_targets"] else r["config"]
+        if "over_s" in r:
+            lines.append(f"| {r['model']} | | {targets} | over {r['over_s']:g} (stopped) | ✗ "
+                         "| | | | | | |")
+            continue
         if "error" in r:
             lines.append(f"| {r['model']} | | {targets} | failed: {r['error']} | ✗ "
                          "| | | | | | |")

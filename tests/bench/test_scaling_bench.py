@@ -53,12 +53,15 @@ def test_the_scaling_table_compares_every_backend_with_two() -> None:
                        {"model": "r", "config": "onnxruntime,openvino,torch",
                         "seconds": 70.0, **row},
                        {"model": "big", "config": scaling.CONFIG, "seconds": 130.0, **row},
-                       {"model": "bad", "config": scaling.CONFIG, "error": "boom"}]}
+                       {"model": "bad", "config": scaling.CONFIG, "error": "boom"},
+                       {"model": "slow", "config": scaling.CONFIG,
+                        "error": "stopped after 300 s", "over_s": 300.0}]}
     text = scaling.table(result)
     assert "| r | 415 / 176 | openvino,onnxruntime,cpu | 20.0 | ✓ | 114 |" in text
     assert "| r | 415 / 176 | all | 70.0 | ✓ | 398 |" in text
     assert "| big | 415 / 176 | openvino,onnxruntime,cpu | 130.0 | ✗ |" in text
     assert "| bad | | openvino,onnxruntime,cpu | failed: boom | ✗" in text
+    assert "| slow | | openvino,onnxruntime,cpu | over 300 (stopped) | ✗" in text
     assert "- r: every backend 70.0 s against two 20.0 s: 3.50x" in text
 
 
