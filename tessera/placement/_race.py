@@ -193,7 +193,7 @@ def _timed(model: Model, config: CompilationConfig, rivals: Mapping[str, Plan],
 
     weights = model.weights.size if model.weights is not None else 0
     if len(pending) > 2 and weights * len(pending) > memory_bytes:
-        duels = _Duels(build, time_them, decide)
+        duels = _Duels(build, time_them, decide, solo=weights > memory_bytes)
         for name in pending:
             duels.enter(name)
         duels.finish()
@@ -229,18 +229,28 @@ class _Duels:
     memory at once (each holds its backends' own copies of the weights): each rival is built
     and raced against the best so far (blocks in rounds, as `race`), and the loser's build
     goes before the next rival is built. A rival's figure is its best over the duels it ran
-    in; the decision is the chain of duels'."""
+    in; the decision is the chain of duels'.
+
+    `solo`, for a model whose weights alone exceed the budget: one build at a time. Each
+    rival is timed alone and judged on its figure against the best so far; the best's
+    build goes before the next is built, and the winner is built again at the end unless
+    it came last (a second build of one plan, against a third copy of the weights)."""
 
     def __init__(self, build: Callable[[str], Built | str],
                  time_them: Callable[[Mapping[str, Runnable]],
                                      tuple[dict[str, float], dict[str, float]]],
-                 decide: Decide) -> None:
+                 decide: Decide, solo: bool = False) -> None:
         self._build, self._time, self._decide = build, time_them, decide
+        self.solo = solo
         self.timings: dict[str, Timing] = {}
         self.per_second: dict[str, float] = {}
         self.kept: dict[str, Built] = {}  # the best so far
+        self.best: str | None = None  # solo: the best so far, built or not
 
     def enter(self, name: str) -> None:
+        if self.solo:
+            self._alone(name)
+            return
         result = self._build(name)
         if isinstance(result, str):
             self.timings[name] = result
@@ -263,8 +273,41 @@ class _Duels:
         del held, result  # the loser's build goes before the next one is built
         trim()
 
+    def _alone(self, name: str) -> None:
+        self.kept = {}  # the best so far goes before this one is built
+        trim()
+        result = self._build(name)
+        if isinstance(result, str):
+            self.timings[name] = result
+            return
+        assert result.runnable is not None
+        latency, served = self._time({name: result.runnable})
+        self.timings[name] = latency[name]
+        self.per_second.update(served)
+        best = self.best
+        if best is not None:
+            figures = {best: self._figure(best), name: latency[name]}
+            rates = {n: self.per_second[n] for n in (best, name) if n in self.per_second}
+            best, _ = self._decide(figures, rates)
+        if best is None or best == name:
+            self.best, self.kept = name, {name: result}
+        del result
+
+    def _figure(self, name: str) -> float:
+        figure = self.timings[name]
+        assert isinstance(figure, float)  # the best so far was timed
+        return figure
+
     def finish(self) -> None:
-        """A rival left without a duel (the only one built) is timed alone."""
+        """A rival left without a duel (the only one built) is timed alone; solo, the
+        winner is built again if its build went."""
+        if self.solo:
+            if self.best is not None and self.best not in self.kept:
+                trim()
+                result = self._build(self.best)
+                if not isinstance(result, str):
+                    self.kept = {self.best: result}
+            return
         for name, held in self.kept.items():
             if name not in self.timings and held.runnable is not None:
                 latency, served = self._time({name: held.runnable})

@@ -19,6 +19,8 @@ from ..ir.models import mlp
 from .test_race_objective import KNOWN, SEARCHED, SPEEDS, CallerClock, FakeBuilder
 
 MODEL = load_model(mlp(hidden=64))  # a weights file of 3 KiB
+assert MODEL.weights is not None
+ONE = MODEL.weights.size  # a budget one build's weights fit in, two do not
 
 
 class CountingBuilder(FakeBuilder):
@@ -52,7 +54,7 @@ def _race(memory_bytes: int) -> tuple[Any, CountingBuilder]:
 def test_rivals_too_large_for_memory_race_two_at_a_time() -> None:
     assert MODEL.weights is not None and MODEL.weights.size > 0
     everything, together = _race(memory_bytes=1 << 40)
-    bounded, in_duels = _race(memory_bytes=0)
+    bounded, in_duels = _race(memory_bytes=ONE)
     # the same rivals built, and the same plan kept with its build
     assert in_duels.built == together.built and len(in_duels.built) == 4
     assert together.most_alive == 4 and in_duels.most_alive == 2
@@ -78,6 +80,23 @@ def test_a_rival_that_fails_to_build_drops_out_of_the_duels() -> None:
     config = CompilationConfig.create("onnxruntime,openvino")
     builder = Failing()
     outcome = keep_fastest(MODEL, config, SEARCHED, KNOWN, builder, clock=builder.clock,
-                           memory_bytes=0)
+                           memory_bytes=ONE)
     assert outcome.timings["collage"] == "failed to build: compile failed: boom"
     assert outcome.kept == "greedy" and builder.most_alive == 2
+
+
+def test_rivals_whose_weights_alone_exceed_the_budget_are_built_one_at_a_time() -> None:
+    everything, together = _race(memory_bytes=1 << 40)
+    alone, solo = _race(memory_bytes=0)
+    assert solo.most_alive == 1  # never two builds at once
+    assert alone.kept == everything.kept == "greedy"
+    assert alone.built is not None and alone.built.plan == alone.plan
+    assert solo.alive == 1  # the winner's build, and nothing else
+    # each rival built once to be timed, and the winner (not the last built) once more
+    assert solo.built[:4] == together.built == [
+        "onnxruntime + openvino", "openvino", "onnxruntime",
+        "onnxruntime -execution-mode=parallel"]
+    assert solo.built[4:] == ["openvino"]  # greedy: OpenVINO alone
+    timings = alone.timings
+    assert all(isinstance(timings[n], float) for n in timings if n != "only openvino")
+    assert timings["greedy"] == min(t for t in timings.values() if isinstance(t, float))
