@@ -355,8 +355,14 @@ class _OrtCompiled(Compiled):
     def direct_call(self) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None:
         if self._widened:
             return None
-        names, run = self._names, self.session.run
-        return lambda feeds: dict(zip(names, run(names, feeds), strict=False))
+        names, session = self._names, self.session
+        inner = getattr(session, "_sess", None)
+        if inner is None or session.get_providers() != ["CPUExecutionProvider"]:
+            run = session.run  # its wrapper falls back to the CPU when another EP fails
+            return lambda feeds: dict(zip(names, run(names, feeds), strict=False))
+        # below the wrapper, whose input validation repeats the check already made
+        lean = inner.run
+        return lambda feeds: dict(zip(names, lean(names, feeds, None), strict=False))
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if not self._widened:

@@ -76,3 +76,29 @@ def test_a_direct_calls_failure_is_an_execution_error_naming_the_nodes(target: s
     assert "relu" in str(error) and "RuntimeError: out of memory" in str(error)
     x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
     np.testing.assert_array_equal(call({"x": x})["y"], np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("target", DIRECT)
+def test_a_direct_run_takes_read_only_and_strided_arrays(target: str) -> None:
+    """The direct call shares the caller's arrays with the backend where it can; arrays it
+    cannot share (read-only, not C-contiguous) are copied as the backend's own API would."""
+    compiled = tessera.compile(_relu(), target)
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    compiled.run({"x": x})  # the signature is seen: the next calls go direct
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    wide = np.zeros((2, 6), np.float32)
+    wide[:, ::2] = x
+    for value in (frozen, np.asfortranarray(x), wide[:, ::2], x):
+        np.testing.assert_array_equal(compiled.run({"x": value})["y"], np.maximum(x, 0))
+    assert np.array_equal(x, [[-1, 2, -3], [4, -5, 6]])  # the inputs are left as they were
+
+
+@pytest.mark.skipif("openvino" not in DIRECT, reason="needs openvino")
+def test_openvino_goes_below_its_input_dispatch_for_plain_tensors() -> None:
+    from tessera.backends.openvino import _lean_infer
+
+    part = tessera.compile(_relu(), "openvino").parts[0]
+    assert _lean_infer(part.compiled, part.inputs) is not None  # type: ignore[attr-defined]
+    mismatched = [type(s)(s.name, "float64", s.shape) for s in part.inputs]
+    assert _lean_infer(part.compiled, mismatched) is None  # converted by OpenVINO's dispatch
