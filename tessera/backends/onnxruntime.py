@@ -355,18 +355,24 @@ class _OrtCompiled(Compiled):
     def direct_call(self) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None:
         if self._widened:
             return None
-        names, session = self._names, self.session
+        names, run = self._names, self._session_run
+        return lambda feeds: dict(zip(names, run(names, feeds), strict=False))
+
+    @functools.cached_property
+    def _session_run(self) -> Callable[[list[str], dict[str, np.ndarray]], list[np.ndarray]]:
+        """The session's run for checked feeds: below its Python wrapper, whose input
+        validation repeats the check already made, on the CPU EP alone (with another EP the
+        wrapper falls back to the CPU when that EP fails)."""
+        session = self.session
         inner = getattr(session, "_sess", None)
         if inner is None or session.get_providers() != ["CPUExecutionProvider"]:
-            run = session.run  # its wrapper falls back to the CPU when another EP fails
-            return lambda feeds: dict(zip(names, run(names, feeds), strict=False))
-        # below the wrapper, whose input validation repeats the check already made
+            return session.run  # type: ignore[no-any-return]
         lean = inner.run
-        return lambda feeds: dict(zip(names, lean(names, feeds, None), strict=False))
+        return lambda names, feeds: lean(names, feeds, None)
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if not self._widened:
-            return dict(zip(self._names, self.session.run(self._names, feeds), strict=False))
+            return dict(zip(self._names, self._session_run(self._names, feeds), strict=False))
         wide = {(_WIDE_IN + n if n in self._widened else n):
                 (v.astype(self._widened[n]) if n in self._widened else v)
                 for n, v in feeds.items()}
