@@ -76,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
              f"Collage compiles on {TARGETS} (empty cost database), isolate off and on in "
              f"alternation, median of {args.rounds} rounds.", "",
              "| model | measurements | measuring s (in process) | measuring s (worker) | "
-             "ratio | overhead per measurement | compile s off / on |",
+             "worker / in process (lower is cheaper) | overhead per measurement (lower is "
+             "better) | compile s off / on |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['model']} | {r['measurements']} | {r['measure_s_in_process']} | "
               f"{r['measure_s_isolated']} | {r['ratio']:.2f} | "

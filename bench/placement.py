@@ -72,7 +72,8 @@ def markdown(results: list[dict[str, Any]], targets: Sequence[str]) -> str:
              f"{platform.processor() or platform.machine()}, {sys.platform}; median latency "
              "in ms (in brackets: x the best single backend's time in the same run, lower is "
              "faster). Batch 1, random weights.", "",
-             "| model | " + " | ".join(labels) + " | collage plan | search |",
+             "| model | " + " | ".join(f"{label} ms (x best; lower is faster)"
+                                     for label in labels) + " | collage plan | search |",
              "|---|" + "---:|" * len(labels) + "---|---|"]
     for r in results:
         cells = [f"{r['plans'][k]['median_ms']:.3f} ({r['plans'][k]['vs_best_single']:.2f}x)"

@@ -118,7 +118,7 @@ def table(result: dict[str, Any]) -> str:
              "with the precision search run again on its own caches.", "",
              "| model | fp32 only s (median; rounds) | fp32, exact search s | with the "
              "precision search s (median; rounds) | ratio to fp32 (lower is cheaper) | "
-             "ratio to fp32, exact search | warm s | plan kept |",
+             "ratio to fp32, exact search (lower is cheaper) | warm s | plan kept |",
              "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['model']} | {r['fp32_median']}; {', '.join(map(str, r['fp32_seconds']))} "
               f"| {r['exact_median']}; {', '.join(map(str, r['exact_seconds']))} "

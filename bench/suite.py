@@ -331,8 +331,8 @@ def markdown(result: dict[str, Any]) -> str:
            "'paired' is Collage's speed against the best native backend within each round, "
            "the median over rounds; 'quietest' compares each at its quietest block (the "
            "lowest block median: other work on a shared machine only ever slows a block).",
-           "", "| model | batch | " + " | ".join(labels) + " | collage paired | "
-           "collage quietest | collage plan |",
+           "", "| model | batch | " + " | ".join(labels) + " | collage paired (higher is faster) | "
+           "collage quietest (higher is faster) | collage plan |",
            "|---|---:|" + "---:|" * (len(labels) + 2) + "---|"]
     for r in result["results"]:
         cells = []

@@ -277,7 +277,8 @@ def markdown(result: dict[str, Any]) -> str:
     out += [f"| {r['model']} | {r['backend']} | {r['native']['median_ms']:.4f} | "
             f"{r['tessera']['median_ms']:.4f} | {r['speed']:.3f} |" for r in result["single"]]
     header = ("| chain ms | bare chain ms | parts, warm ms | parts, cold ms | chain / warm "
-              "parts | chain / cold parts | chain / bare chain |")
+              "parts (lower is cheaper) | chain / cold parts (lower is cheaper) | chain / "
+              "bare chain (lower is cheaper) |")
     out += ["", "## A chain of k partitions vs the sum of its parts alone (goal: <= 1.05)", "",
             "Each part alone is timed warm (in a loop, its code and data in cache) and cold "
             f"(each call after touching {FLUSH_BYTES >> 20} MB, as the other parts of a chain "
@@ -291,12 +292,13 @@ def markdown(result: dict[str, Any]) -> str:
             f"The same chains, with each part below {SMALL_MS} ms that runs alone on one "
             f"thread at most {CHAIN_TOLERANCE}x slower than with its pool set to one thread, "
             "as Collage does, and the speed-up over the chain above.", "",
-            "| model | k | parts on one thread " + header + " speed-up |",
+            "| model | k | parts on one thread " + header + " speed-up (higher is faster) |",
             "|---|---:|---:" + "|---:" * 8 + "|"]
     out += [f"| {r['model']} | {r['k']} | {len(v['parts'])} | {chain_cells(v)} | "
             f"{v['speedup']:.3f} |" for r in mixed for v in [r["one_thread"]]]
     out += ["", "## Chained pools: each backend's defaults vs the shared policy", "",
-            "| model | configuration | ms | spread | vs whole model |",
+            "| model | configuration | ms (lower is faster) | spread (lower is steadier) "
+            "| time vs whole model (lower is faster) |",
             "|---|---|---:|---:|---:|"]
     out += [f"| {r['model']} | {r['config']} | {r['median_ms']:.4f} | {r['spread']:.2f} | "
             f"{r['vs_whole']:.2f}x |" for r in result["policy"]]
