@@ -300,7 +300,8 @@ def end_to_end_line(stats: SearchStats) -> str | None:
 
     timings = ", ".join(timing(k, v) for k, v in stats.end_to_end_ms.items())
     label = f" ({objective})" if objective is not None else ""
-    return f"end to end{label}: {timings}; kept {stats.kept}"
+    where = f" on {stats.raced_on}" if stats.raced_on else ""
+    return f"end to end{label}{where}: {timings}; kept {stats.kept}"
 
 
 def interrupted_line(stats: SearchStats) -> str | None:

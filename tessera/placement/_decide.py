@@ -39,12 +39,14 @@ from tessera.placement._memory import (
     remember_guard_passed,
     search_key,
 )
+from tessera.placement._objective import Objective
 from tessera.placement._pins import PinSpec, pinned_devices, resolve_pins
 from tessera.placement._plan import Plan
 from tessera.placement._points import Points
 from tessera.placement._precision import not_tried, search_precision
 from tessera.placement._progress import ProgressLike, Reporter
 from tessera.placement._race import SEARCHED, keep_fastest
+from tessera.placement._remote_race import RemoteRacer
 from tessera.placement._stats import PrecisionRecord, SearchStats, ShapesRecord
 from tessera.placement._support import FALLBACK, SupportTable, served_targets
 from tessera.placement._variants import base_target
@@ -218,6 +220,12 @@ def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
         progress.keep(1, SEARCHED, searched)  # what an interrupt keeps, until a race ends
         rounds += 1
         first = first or searched.stats  # where the measuring happened
+        if builder is not None and isinstance(measurer, RemoteRacer):
+            # measured elsewhere: the race and the guard run where the costs came from
+            plan = _raced_remotely(model, config, searched, known, builder, measurer,
+                                   progress)
+            built = None
+            break
         if builder is None or not getattr(measurer, "measures_here", True):
             # nothing can time plans end to end where they will run: the search decides
             plan, built = searched, None
@@ -244,6 +252,26 @@ def _collage(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
     # failed candidates are in the database as well, so a new search would find this plan
     plan = remember(db, key, plan)
     return plan, (replace(built, plan=plan) if built is not None else None)
+
+
+def _raced_remotely(model: Model, config: CompilationConfig, searched: Plan,
+                    known: Mapping[str, Plan], builder: Builder, racer: RemoteRacer,
+                    progress: Reporter) -> Plan:
+    """The plan the measuring node's race kept, marked guard-passed where its guard passed
+    every partition there (a partition it gives back is checked here again, and banned);
+    the searched plan, saying why, where no node could race."""
+    progress.begin("race", detail="on the measuring node")
+    guard = config.options.numeric_guard
+    answer = racer.race_remotely(model, config, searched, known, type(builder), guard)
+    if isinstance(answer, str):
+        return searched.with_stats(end_to_end_ms={SEARCHED: f"not raced: {answer}"},
+                                   kept=SEARCHED)
+    objective = Objective.of(config.options)
+    plan = answer.outcome(objective).plan
+    progress.keep(2, answer.kept, plan)
+    if guard and answer.guard is not None and not answer.guard:
+        plan = plan.with_stats(numeric_guard="passed")
+    return plan
 
 
 def overhead_estimate(searched: Plan, measured: float | None) -> float | None:

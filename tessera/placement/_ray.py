@@ -27,16 +27,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from tessera.config import MEASURE_TIMEOUT_S
+from tessera.config import MEASURE_TIMEOUT_S, CompilationConfig
 from tessera.errors import ConfigError, MeasuringError
 from tessera.ir import Model, NodeSet
+from tessera.placement._builder import Builder
 from tessera.placement._costdb import Cost
 from tessera.placement._measure import Job, Measured, MeasureSettings, Point
 from tessera.placement._measurers import _MIXED, LocalMeasurer
+from tessera.placement._plan import Plan
 from tessera.placement._ray_node import NodeMeasurer
+from tessera.placement._remote_race import RaceAnswer, race_request
 from tessera.target import Target
 
 MOVES = 2  # a candidate whose node left is sent on at most this many times
+RACE_TIMEOUTS = 10  # a race on a node may take this many measuring timeouts
 RESTARTS = 16  # an actor that died (its backend crashed it) is restarted by Ray this often
 GRACE_S = 60.0  # beyond the node's own timeout (and a model's first shipping) until hung
 _POLL_S = 1.0
@@ -399,6 +403,37 @@ class RayMeasurer:
                             node.fingerprints.get(job.target.kind.name))
         self.pool.tally[node.machine] += 1
         return Measured(tuple(Cost(*row) for row in rows), str(finger))
+
+    def race_remotely(self, model: Model, config: CompilationConfig, searched: Plan,
+                      known: Mapping[str, Plan], builder: type[Builder],
+                      guard: bool) -> RaceAnswer | str:
+        """The race and the guard on a matching node (`_remote_race`); a node that fails
+        or leaves hands it to the next, at most `MOVES` more. Why none answered, instead."""
+        ray = self.pool.ray
+        request = race_request(config, searched, known)
+        reasons: list[str] = []
+        with self.pool.lock:
+            try:
+                nodes = self._nodes(0, 0)
+            except MeasuringError as err:
+                return str(err)
+            for node in nodes[:1 + MOVES]:
+                try:
+                    shipped = self.pool.shipped(model)
+                    self.pool.load(node, shipped)
+                    ref = node.actor.race.remote(shipped.key, request, builder, guard)
+                    answer = ray.get(ref, timeout=self.timeout_s * RACE_TIMEOUTS + GRACE_S)
+                except Exception as err:  # the node or its actor failed: the next one
+                    if isinstance(err, ray.exceptions.GetTimeoutError):
+                        ray.kill(node.actor, no_restart=False)  # hung: restarted
+                    node.loaded.clear()
+                    reasons.append(f"{node.name}: {_first(err)}")
+                    if not self._still_there(node):
+                        self.pool.drop(node)
+                    continue
+                assert isinstance(answer, RaceAnswer)
+                return answer
+        return "the race on the measuring nodes failed (" + "; ".join(reasons) + ")"
 
     def _still_there(self, node: _Node) -> bool:
         """Whether the node is in the cluster with its actor (restarted where it died)."""

@@ -26,9 +26,11 @@ from tessera._private.cache import cache_dir
 from tessera._private.memory import trim
 from tessera._private.text import first_line
 from tessera.errors import TesseraError
+from tessera.placement._builder import Builder
 from tessera.placement._costdb import Cost, fingerprint, machine
 from tessera.placement._isolated import MeasureWorker, Part
 from tessera.placement._measure import MeasureSettings, measure_points
+from tessera.placement._remote_race import RaceAnswer, race_from_request
 from tessera.target import Target
 
 if TYPE_CHECKING:
@@ -121,6 +123,21 @@ class NodeMeasurer:
                                 None if device is None else Target(device))
             trim()
         return fingerprint_here, [_row(c) for c in costs]
+
+    def race(self, key: str, request: Mapping[str, Any], builder: type[Builder],
+             guard: bool) -> RaceAnswer:
+        """The end-to-end race of the rival plans in `request` (`race_request`) on this
+        node, and the guard on the plan kept; `builder` is the compiling side's builder
+        class, constructed here. It runs in the actor: a backend that crashes it costs the
+        race, which Ray answers by restarting the actor."""
+        found = self.models.get(key)
+        if found is None:  # sent after the node restarted: the caller loads it again
+            raise TesseraError(f"model {key} is not loaded here")
+        _, model, _ = found
+        try:
+            return race_from_request(model, request, builder(), guard, machine())
+        finally:
+            trim()  # the builds go with the race
 
     def close(self) -> None:
         if self.worker is not None:

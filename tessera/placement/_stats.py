@@ -240,6 +240,7 @@ class SearchStats(Mapping[str, Any]):
     partition_overhead_ms: float | None = None
     end_to_end_ms: Mapping[str, Timing] | None = None
     kept: str | None = None  # which rival plan won the end-to-end race
+    raced_on: str | None = None  # the measuring node's machine, where the race ran there
     # the figure the race compared: `end_to_end_ms` holds the latency at its percentile and
     # concurrency, and with objective=throughput `throughput_ips` the inferences per second
     objective: Objective | None = None

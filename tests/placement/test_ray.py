@@ -203,3 +203,60 @@ def test_a_node_without_the_weights_gets_them_once_through_the_object_store(
     assert _machines(db) == {"remote-1": stats.measurements}
     entries = [p for p in (own / "weights").iterdir() if (p / "weights.bin").is_file()]
     assert len(entries) == 1  # received once, for every candidate
+
+
+def test_the_race_and_the_guard_run_on_the_measuring_node(cluster: Any, db: CostDB) -> None:
+    compiled = tessera.compile(mlp(), "onnxruntime,openvino", partitioner="collage",
+                               measure="ray", ray_address=cluster.address, measure_on="c6i-b")
+    stats = compiled.plan.stats
+    assert stats.raced_on == "c6i-b"  # the node the costs came from, not this machine
+    assert stats.end_to_end_ms and stats.kept in stats.end_to_end_ms
+    assert isinstance(stats.end_to_end_ms["collage"], float)
+    assert stats.numeric_guard == "passed"  # checked there, so not here again
+    assert set(_machines(db)) == {"c6i-b"}
+    expected = tessera.compile(mlp(), "reference").run(_feeds())["y"]
+    np.testing.assert_allclose(compiled.run(_feeds())["y"], expected, rtol=1e-5, atol=1e-6)
+    from tessera.cli._common import end_to_end_line
+
+    assert " on c6i-b: " in (end_to_end_line(stats) or "")
+
+
+class CrashingOnNodes:
+    """TEST-ONLY builder: on a measuring node (TESSERA_MACHINE c6i-*) building kills the
+    process, as a backend crashing in the race would; here it is the runtime's builder."""
+
+    def __init__(self) -> None:
+        from tessera.runtime import RuntimeBuilder
+
+        self.here = RuntimeBuilder()
+
+    def build(self, *args: Any, **kwargs: Any) -> Any:
+        import os
+
+        if os.environ.get("TESSERA_MACHINE", "").startswith("c6i"):
+            os._exit(3)
+        return self.here.build(*args, **kwargs)
+
+
+def test_a_race_whose_node_dies_keeps_the_searched_plan_and_says_why(
+        cluster: Any, db: CostDB) -> None:
+    from tessera.config import CompilationConfig
+    from tessera.ir import load_model
+    from tessera.placement import place
+
+    model = load_model(mlp())
+    config = CompilationConfig.create("onnxruntime,openvino", partitioner="collage",
+                                      measure="ray", ray_address=cluster.address,
+                                      measure_on=C6I)
+    placed = place(model, config, builder=CrashingOnNodes(), build=True)
+    stats = placed.plan.stats
+    assert stats.kept == "collage" and stats.raced_on is None
+    why = (stats.end_to_end_ms or {})["collage"]
+    assert isinstance(why, str) and why.startswith("not raced: the race on the measuring "
+                                                   "nodes failed (c6i-")
+    assert stats.numeric_guard == "passed"  # the guard ran here instead
+    assert placed.built is not None and placed.built.runnable is not None
+    expected = tessera.compile(mlp(), "reference").run(_feeds())["y"]
+    np.testing.assert_allclose(placed.built.runnable.run(_feeds())["y"], expected,
+                               rtol=1e-5, atol=1e-6)
+    assert sum(_machines(db).values()) == stats.measurements  # no record lost to the crash
