@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -513,21 +513,16 @@ def adopt(key: str, data: bytes) -> Weights:
     if found is not None:
         return found
     root = cache_dir("weights")
-    fresh = Path(tempfile.mkdtemp(prefix=f".{key}.{os.getpid()}.", dir=root))
-    try:
-        with (fresh / FILE).open("wb") as handle:
+
+    def write(directory: Path) -> None:
+        with (directory / FILE).open("wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        (fresh / _LOCK).write_bytes(b"")
-        (fresh / _DONE).write_text(json.dumps({"bytes": len(data), "received": True}))
-        try:
-            fresh.rename(root / key)
-        except OSError:  # another process published it first
-            shutil.rmtree(fresh, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(fresh, ignore_errors=True)
-        raise
+        (directory / _LOCK).write_bytes(b"")
+        (directory / _DONE).write_text(json.dumps({"bytes": len(data), "received": True}))
+
+    _published(root, key, write)
     return attach(root / key)
 
 
@@ -549,11 +544,15 @@ def _write(directory: Path, tensors: list[onnx.TensorProto], slots: list[_Slot],
 
 def _publish(root: Path, key: str, tensors: list[onnx.TensorProto], slots: list[_Slot],
              end: int) -> None:
-    """Write the entry in a directory of its own and rename it into place: a reader never
+    _published(root, key, lambda directory: _write(directory, tensors, slots, end))
+
+
+def _published(root: Path, key: str, write: Callable[[Path], None]) -> None:
+    """`write` the entry in a directory of its own and rename it into place: a reader never
     sees half an entry, and a failure leaves nothing behind."""
     fresh = Path(tempfile.mkdtemp(prefix=f".{key}.{os.getpid()}.", dir=root))
     try:
-        _write(fresh, tensors, slots, end)
+        write(fresh)
         try:
             fresh.rename(root / key)
         except OSError:  # another process published it first
