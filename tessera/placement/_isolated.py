@@ -55,6 +55,8 @@ class Part:
 # all) for a model that has no weights file
 Source = Part | bytes
 _SKELETONS_KEPT = 4  # models whose skeletons the worker keeps open
+STARTUP_S = 120.0  # a worker still importing after this long is not going to measure
+EXIT_S = 5.0  # how long a worker that closed its pipe may take to exit
 
 
 @contextlib.contextmanager
@@ -88,6 +90,11 @@ class MeasureWorker:
         with _main_module_hidden(), _ctrl_c_held():
             self._process.start()
         child.close()
+        # a candidate's timeout counts its measuring, not the worker's start (imports, a
+        # busy machine): the worker says when it is ready
+        if not self._conn.poll(STARTUP_S):
+            raise OSError(f"the measuring worker did not start within {STARTUP_S:g} s")
+        self._conn.recv_bytes()
 
     def measure(self, submodel: Source, target: str, settings: MeasureSettings,
                 timeout_s: float = MEASURE_TIMEOUT_S, *, device: str | None = None) -> Cost:
@@ -104,24 +111,27 @@ class MeasureWorker:
         shapes = [{n: [int(d) for d in s] for n, s in p.items()} for p in points]
         request = pickle.dumps((submodel, target, asdict(settings), shapes, device))
         with self._lock:
-            if self._process is None or not self._process.is_alive():
-                self._start()
             try:
+                if self._process is None or not self._process.is_alive():
+                    self._start()
                 self._conn.send_bytes(request)
                 self.sent_bytes += len(request)
-                if self._conn.poll(timeout_s * len(points)):
-                    return [Cost(*c) for c in self._conn.recv()]
-            except (EOFError, OSError):
-                pass
+                if not self._conn.poll(timeout_s * len(points)):
+                    return [self._lost(timeout_s, hung=True)] * len(points)
+                return [Cost(*c) for c in self._conn.recv()]
+            except (EOFError, OSError):  # its end of the pipe closed: it is exiting
+                return [self._lost(timeout_s, hung=False)] * len(points)
             except KeyboardInterrupt:  # its answer would be read as the next request's
                 self._discard()
                 raise
-            return [self._lost(timeout_s)] * len(points)
 
-    def _lost(self, timeout_s: float) -> Cost:
-        """Why the worker gave no answer; it is replaced before the next candidate."""
+    def _lost(self, timeout_s: float, hung: bool) -> Cost:
+        """Why the worker gave no answer; it is replaced before the next candidate. A
+        worker whose pipe closed is reaped first: it may still be exiting."""
         process, self._process = self._process, None
         self.restarts += 1
+        if not hung:
+            process.join(EXIT_S)
         if process.is_alive():
             process.kill()
             process.join(5)
@@ -181,6 +191,7 @@ def _serve(conn: Any) -> None:
     for module in filter(None, os.environ.get("TESSERA_PLUGINS", "").split(",")):
         importlib.import_module(module.strip())
     importlib.import_module("tessera.backends").load_plugins()  # entry-point plugins
+    conn.send_bytes(b"ready")
     skeletons: OrderedDict[str, Model] = OrderedDict()
     while True:
         message = conn.recv_bytes()
