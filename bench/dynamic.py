@@ -132,7 +132,7 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines += [f"## {entry['model']}", "",
                   f"Profile `{entry['profile']}`; plan: {entry['plan']}.", "",
                   "| point | ORT native ms | OpenVINO native ms | tessera ms | best native | "
-                  "speed vs best native (higher is faster) | max abs vs ORT |",
+                  "speed vs best native (higher is faster) | max abs vs ORT (lower is closer) |",
                   "|---|---|---|---|---|---|---|"]
         for row in entry["points"]:
             ms = row["ms"]

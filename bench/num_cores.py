@@ -139,7 +139,7 @@ def markdown(result: dict[str, Any]) -> str:
              "`-num-cores=1` every backend has one thread: CPU time per run is about the wall "
              "time per run.", "",
              "| model | config | plan | threads given (what the library says) | CPU ms/run "
-             "| wall ms/run | CPU / wall (cores kept busy: 1.0 is one) |",
+             "| wall ms/run | CPU / wall (cores kept busy: higher is more, 1.0 is one) |",
              "|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
         if "error" in row:

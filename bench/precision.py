@@ -449,8 +449,8 @@ def markdown(result: dict[str, Any]) -> str:
                              "the budget |")
         if r["throughput"]:
             lines += ["", f"With {CONCURRENCY} concurrent callers:", "",
-                      "| row | inferences/s | vs ORT fp32 (higher is more) | vs tessera "
-                      "latency plan |", "|---|---|---|---|"]
+                      "| row | inferences/s | vs ORT fp32 (higher is faster) | vs tessera "
+                      "latency plan (higher is faster) |", "|---|---|---|---|"]
             for label, t in r["throughput"].items():
                 lines.append(f"| {label} | {t['per_second']:.1f} | {_x(t['vs_ort'])} "
                              f"| {_x(t.get('vs_latency_plan'))} |")

@@ -152,7 +152,8 @@ def table(result: dict[str, Any]) -> str:
              "measurement against the local worker, and that as a share of the local "
              "worker's time per measurement (target: at most 10%).", "",
              "| setup | search s (median; rounds) | measurements | measurements/s | "
-             "measuring s | Ray overhead per measurement | cluster start s | plan |",
+             "measuring s | Ray overhead per measurement (lower is better) | cluster start "
+             "s | plan |",
              "|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         if "overhead_ms" in r:

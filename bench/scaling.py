@@ -145,8 +145,8 @@ def table(result: dict[str, Any]) -> str:
              "after loading (constant folding). `all` is every available backend: "
              f"`{result['all_targets']}`.", "",
              "| model | nodes (file / loaded) | targets | cold compile s (lower is faster) "
-             f"| within {result['limit_s']:g} s | ms per loaded node | candidates | measured "
-             "| measuring s | search s | plan |",
+             f"| within {result['limit_s']:g} s | ms per loaded node (lower is faster) "
+             "| candidates | measured | measuring s | search s | plan |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         targets = "all" if r["config"] == result["all_targets"] else r["config"]

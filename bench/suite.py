@@ -331,8 +331,10 @@ def markdown(result: dict[str, Any]) -> str:
            "'paired' is Collage's speed against the best native backend within each round, "
            "the median over rounds; 'quietest' compares each at its quietest block (the "
            "lowest block median: other work on a shared machine only ever slows a block).",
-           "", "| model | batch | " + " | ".join(labels) + " | collage paired (higher is faster) | "
-           "collage quietest (higher is faster) | collage plan |",
+           "", "| model | batch | "
+           + " | ".join(f"{label} ms (vs best; higher is faster)" for label in labels)
+           + " | collage vs best, paired (higher is faster) | collage vs best, quietest "
+           "(higher is faster) | collage plan |",
            "|---|---:|" + "---:|" * (len(labels) + 2) + "---|"]
     for r in result["results"]:
         cells = []
@@ -370,7 +372,7 @@ def markdown(result: dict[str, Any]) -> str:
             "", "## Search cost", "",
             "| model | batch | cold search s | measurements | candidates | peak RSS MB "
             "(compile + measuring worker) | "
-            "warm compile s | plain ONNX Runtime session s (for comparison) | "
+            "warm compile s | plain ONNX Runtime session s (for comparison; lower is faster) | "
             "warm measurements | kept |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in result["results"]:

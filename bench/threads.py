@@ -272,7 +272,8 @@ def markdown(result: dict[str, Any]) -> str:
            f"block medians over {result['rounds']} rounds; ratios are paired: the median over "
            "rounds of the ratio within each round, so drift between rounds cancels.", "",
            "## Single partition vs native (goal: speed >= 0.98)", "",
-           "| model | backend | native ms | tessera ms | speed (higher is faster) |",
+           "| model | backend | native ms | tessera ms | "
+           "speed vs native (higher is faster) |",
            "|---|---|---:|---:|---:|"]
     out += [f"| {r['model']} | {r['backend']} | {r['native']['median_ms']:.4f} | "
             f"{r['tessera']['median_ms']:.4f} | {r['speed']:.3f} |" for r in result["single"]]

@@ -53,3 +53,4 @@ def test_the_bench_runs_on_a_small_model(tmp_path: Path) -> None:
     assert f"at commit `{result['commit']}`" in table
     assert "| mlp | `openvino,cpu -num-cores=1` |" in table
     assert "openvino: 1 (INFERENCE_NUM_THREADS 1)" in table
+    assert "| CPU / wall (cores kept busy: higher is more, 1.0 is one) |" in table

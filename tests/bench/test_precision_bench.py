@@ -114,6 +114,10 @@ def test_the_throughput_ratio_is_paired_against_the_latency_plan() -> None:
     assert result["throughput"][precision.BASE]["per_second"] == per_call * 1e3 / 8.0
     summary = precision.summary([result])
     assert summary["throughput_vs_latency_plan_cnn_geomean"] == 2.0
+    table = precision.markdown({"command": "c", "commit": "abc", "machine": "m", "rounds": 1,
+                                "seconds": 0.1, "results": [result], "summary": summary})
+    assert ("| row | inferences/s | vs ORT fp32 (higher is faster) | vs tessera latency plan "
+            "(higher is faster) |") in table
 
 
 @needs_both

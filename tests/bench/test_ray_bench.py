@@ -32,3 +32,4 @@ def test_the_table_states_the_cores_command_and_every_setup() -> None:
     assert "`python -m bench.ray_measure` at commit `abc`" in text
     assert "| local worker | 50.0; 50.0 | 100 | 2.0 |" in text
     assert "| Ray, 1 node | 51.0; 51.0 | 100 |" in text and "10.0 ms (2.5%)" in text
+    assert "| Ray overhead per measurement (lower is better) |" in text

@@ -57,6 +57,7 @@ def test_the_scaling_table_compares_every_backend_with_two() -> None:
                        {"model": "slow", "config": scaling.CONFIG,
                         "error": "stopped after 300 s", "over_s": 300.0}]}
     text = scaling.table(result)
+    assert "| ms per loaded node (lower is faster) |" in text
     assert "| r | 415 / 176 | openvino,onnxruntime,cpu | 20.0 | ✓ | 114 |" in text
     assert "| r | 415 / 176 | all | 70.0 | ✓ | 398 |" in text
     assert "| big | 415 / 176 | openvino,onnxruntime,cpu | 130.0 | ✗ |" in text

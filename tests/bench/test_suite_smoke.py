@@ -34,6 +34,8 @@ def test_the_smoke_suite_completes_and_matches_the_reference(tmp_path: Path) -> 
     assert result["summary"]["all_outputs_match"] is True
     table = out.with_suffix(".md").read_text()
     assert "| mlp | 1 |" in table and "## Search cost" in table
+    assert "| native onnxruntime ms (vs best; higher is faster) |" in table
+    assert "| collage vs best, paired (higher is faster) |" in table
 
 
 def test_render_merges_a_search_only_run_into_the_timings() -> None:

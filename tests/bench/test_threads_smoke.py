@@ -36,7 +36,8 @@ def test_the_chain_section_runs_and_renders() -> None:
                       "policy": []})
     assert "one-thread variant" in table
     assert table.count("| mlp | 10 |") == 1
-    assert "chain / bare chain" in table
+    assert "chain / bare chain (lower is cheaper)" in table
+    assert "| speed vs native (higher is faster) |" in table
 
 
 def test_the_bare_chain_computes_what_the_executor_computes() -> None:
