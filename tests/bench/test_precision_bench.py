@@ -120,6 +120,7 @@ def test_the_throughput_ratio_is_paired_against_the_latency_plan() -> None:
             "(higher is faster) |") in table
 
 
+@pytest.mark.slow  # ~40 s of cold compiles; the table's figures are checked without them
 @needs_both
 def test_the_cold_compile_table_runs_each_compile_in_a_fresh_process(tmp_path: Path) -> None:
     from bench import precision_cold
