@@ -120,7 +120,7 @@ def test_the_throughput_ratio_is_paired_against_the_latency_plan() -> None:
             "(higher is faster) |") in table
 
 
-@pytest.mark.slow  # ~40 s of cold compiles; the table's figures are checked without them
+@pytest.mark.slow  # ~40 s of cold compiles in fresh processes; the rendering is checked below
 @needs_both
 def test_the_cold_compile_table_runs_each_compile_in_a_fresh_process(tmp_path: Path) -> None:
     from bench import precision_cold
@@ -137,3 +137,15 @@ def test_the_cold_compile_table_runs_each_compile_in_a_fresh_process(tmp_path: P
     assert "| mlp | " in text and "ratio to fp32 (lower is cheaper)" in text
     assert len(row["exact_seconds"]) == 2 and row["exact_ratio"] > 0
     assert "python -m bench.precision_cold --models mlp --rounds 2" in text
+
+
+def test_the_cold_compile_table_renders_the_committed_figures() -> None:
+    from bench import precision_cold
+
+    result = json.loads((Path(precision_cold.__file__).parent / "results" /
+                         "precision-cold.json").read_text())
+    text = precision_cold.table(result)
+    assert f"at commit `{result['commit']}`" in text
+    assert "ratio to fp32 (lower is cheaper)" in text
+    for row in result["rows"]:
+        assert f"| {row['model']} | " in text
