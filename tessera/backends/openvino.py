@@ -58,6 +58,11 @@ KIND = register_kind(
                  "pin inference threads to cores (unset: the plan's thread policy decides; "
                  "pinned threads fight the next backend's pool in a mixed plan)",
                  runtime=True),
+        AttrSpec("snippets", AttrType.STR, "auto",
+                 "OpenVINO's snippets (JIT code for fused subgraphs): enable, disable, or "
+                 "auto: disabled for int8, OpenVINO's default otherwise (its int8 snippets "
+                 "miscompute or fail to compile QDQ MatMul chains on some AVX-512 CPUs)",
+                 choices=("auto", "enable", "disable")),
         AttrSpec("cache-dir", AttrType.STR, doc="compiled-blob cache directory", tuning=False),
     ),
 )
@@ -82,6 +87,11 @@ def compile_config(target: Target) -> dict[str, str]:
         "PERFORMANCE_HINT": attrs["performance-hint"].upper(),
         "NUM_STREAMS": str(attrs["num-streams"]),
     }
+    snippets = attrs["snippets"]
+    if snippets == "auto" and attrs["precision"] == "int8":
+        snippets = "disable"  # correct int8 first: enabling is an explicit choice
+    if snippets != "auto":
+        config["SNIPPETS_MODE"] = snippets.upper()
     if attrs["num-threads"]:
         config["INFERENCE_NUM_THREADS"] = str(attrs["num-threads"])
     if attrs.get("cpu-pinning") is not None:

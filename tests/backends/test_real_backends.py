@@ -33,6 +33,22 @@ def test_openvino_properties_come_from_the_target() -> None:
 
 
 @_needs("openvino")
+@pytest.mark.parametrize(("target", "mode"), [
+    ("openvino", None),  # OpenVINO's own default
+    ("openvino -precision=int8", "DISABLE"),
+    ("openvino -precision=int8 -snippets=enable", "ENABLE"),
+    ("openvino -snippets=disable", "DISABLE")])
+def test_openvino_snippets_are_off_for_int8_unless_asked(target: str, mode: str | None) -> None:
+    from tessera.backends.openvino import compile_config
+
+    assert compile_config(Target(target)).get("SNIPPETS_MODE") == mode
+    # it changes the generated code: costs and compiled partitions are kept apart
+    other = Target(target).with_attrs(snippets="disable" if mode == "ENABLE" else "enable")
+    assert Target(target).tuning_key != other.tuning_key
+    assert Target(target).codegen_key != other.codegen_key
+
+
+@_needs("openvino")
 def test_openvino_outputs_come_back_in_the_declared_types() -> None:
     from onnx import TensorProto
 

@@ -129,8 +129,7 @@ def test_a_hopeless_variant_is_neither_timed_nor_validated_past_the_probe() -> N
                                 "`openvino -precision=int8`") and "not built" in same.note
     assert same.whole_used == by_target["openvino -precision=int8"].whole_used
     assert not record.end_to_end_ms  # fp32 had nothing to race
-    assert all(Target(str(p.target)).attrs.get("precision") is None
-               for p in compiled.plan.partitions)
+    assert all("precision" not in p.target.explicit_attrs for p in compiled.plan.partitions)
     assert compiled.plan.stats.accuracy is not None and compiled.plan.stats.accuracy.met
 
 
@@ -243,8 +242,7 @@ def test_without_samples_no_variant_is_tried_and_the_plan_says_so() -> None:
     compiled = tessera.compile(zoo.export("mlp"), "onnxruntime", accuracy="cosine>=0.999")
     record = compiled.plan.stats.precision
     assert record is not None and record.status.startswith("not tried: no samples")
-    assert all(Target(str(p.target)).attrs.get("precision") is None
-               for p in compiled.plan.partitions)
+    assert all("precision" not in p.target.explicit_attrs for p in compiled.plan.partitions)
 
 
 @pytest.mark.slow
