@@ -326,7 +326,10 @@ def placement_table(plan: Plan, model: Model, title: str) -> Table:
     ops = dict(zip(model.dataflow.names, (n.op_type for n in model.dataflow.nodes),
                    strict=True))
     table = Table(title=title, title_justify="left")
-    for column in ("#", "target", "nodes", "ops", "in → out", "cost ms"):
+    # a plan kept for its end-to-end time (a precision variant) has no per-partition costs
+    costed = any(part.cost_ms is not None for part in plan.partitions)
+    columns = ("#", "target", "nodes", "ops", "in → out") + (("cost ms",) if costed else ())
+    for column in columns:
         table.add_column(column, justify="right" if column in ("#", "nodes", "cost ms")
                          else "left", overflow="fold")
     for i, part in enumerate(plan.partitions):
@@ -336,5 +339,6 @@ def placement_table(plan: Plan, model: Model, title: str) -> Table:
             summary += f", +{len(counts) - 6} more"
         edges = f"{len(part.inputs)} → {len(part.outputs)}"
         cost = f"{part.cost_ms:.3f}" if part.cost_ms is not None else "-"
-        table.add_row(str(i), str(part.target), str(len(part.nodes)), summary, edges, cost)
+        table.add_row(str(i), str(part.target), str(len(part.nodes)), summary, edges,
+                      *((cost,) if costed else ()))
     return table

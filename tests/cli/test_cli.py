@@ -185,3 +185,29 @@ def test_explain_shows_each_partitions_device_target_and_what_it_cannot_honour(
     assert out.count("    device: cpu -mcpu=skylake -mattr=+avx2 -num-cores=1\n") == 2
     assert ("    device note: -mcpu=skylake -mattr=+avx2: not honoured by onnxruntime: its "
             "kernels are prebuilt and choose their instructions on the CPU they run on\n") in out
+
+
+def test_the_placement_table_shows_costs_only_when_the_plan_has_them() -> None:
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    import tessera
+    from tessera.cli._common import placement_table
+    from tessera.ir import load_model
+    from tessera.placement import Plan
+
+    from ..ir.models import mlp
+
+    model = load_model(mlp())
+    plan = tessera.partition(model, "onnxruntime", partitioner="greedy")
+    assert all(p.cost_ms is None for p in plan.partitions)
+
+    def shown(plan: Plan) -> str:
+        console = Console(width=120, record=True)
+        console.print(placement_table(plan, model, "plan"))
+        return console.export_text()
+
+    assert "cost ms" not in shown(plan) and "onnxruntime" in shown(plan)
+    costed = replace(plan, partitions=tuple(replace(p, cost_ms=0.125) for p in plan.partitions))
+    assert "cost ms" in shown(costed) and "0.125" in shown(costed)
