@@ -255,10 +255,12 @@ class RuntimeBuilder:
         self._memo: weakref.WeakValueDictionary[tuple[str, tuple[str, ...]], Compiled] = \
             weakref.WeakValueDictionary()
         self._activations: dict[str, Activations] = {}
+        self._builds = 0  # since the last release: one build drops nothing when it goes
 
     def build(self, model: Model, config: CompilationConfig, plan: Plan,
               samples: Samples | None = None) -> Built:
         plan = assign_devices(plan, config)  # a rival plan of the race has none yet
+        self._builds += 1
         policy = policy_for(config, plan)
         samples = samples if samples is not None else self.samples
         activations = None
@@ -274,9 +276,14 @@ class RuntimeBuilder:
         return Built(plan, tuple(parts), failures, runnable)
 
     def release(self) -> None:
+        # a full collection costs 0.1 s in a process holding torch or TVM: only where the
+        # race or the calibration left something to hand back
+        dropped = self._builds > 1 or bool(self._activations)
         self._memo.clear()
         self._activations.clear()
-        trim()  # what the dropped builds held goes back to the system
+        self._builds = 0
+        if dropped:
+            trim()  # what the dropped builds held goes back to the system
 
 
 def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bool = False,
