@@ -143,6 +143,7 @@ def test_a_warm_compile_measures_nothing_and_reuses_the_end_to_end_verdict(
     warm = tessera.compile(mlp(), targets, partitioner="collage")
     assert cold.plan.stats["measurements"] > 0
     assert warm.plan.stats["measurements"] == 0
+    assert warm.plan.stats["measure_seconds"] == warm.plan.stats["search_seconds"] == 0.0
     # the rivals' end-to-end latencies come back from the database, not from new timings
     assert warm.plan.stats["end_to_end_ms"] == cold.plan.stats["end_to_end_ms"]
     assert warm.plan == cold.plan and warm.plan.stats["kept"] == cold.plan.stats["kept"]
