@@ -9,8 +9,8 @@ model with `tessera._private.accuracy.measure`, against the budget `cosine>=0.99
 `top1>=0.99` for the classifiers). Rows:
 
 - `ORT fp32 defaults`: a plain onnxruntime.InferenceSession with default options (the baseline);
-- `OpenVINO fp32 defaults`: `openvino.Core().compile_model(path, "CPU")` (its hint recorded);
-  `best native fp32` is the faster of the two;
+- `OpenVINO defaults`: `openvino.Core().compile_model(path, "CPU")` (its hint and inference
+  precision recorded: bf16 where the CPU has it); `best native` is the faster of the two;
 - hand int8: onnxruntime.quantization's `quantize_dynamic` and `quantize_static` (QDQ,
   calibrated on the calibration samples, after `quant_pre_process`), each run on ONNX Runtime
   and on OpenVINO; `best hand int8` is the fastest of them that meets the budget;
@@ -68,7 +68,7 @@ OUT = Path(__file__).parent / "results"
 _ROOT = Path(__file__).resolve().parents[1]
 
 BASE = "ORT fp32 defaults"
-OV = "OpenVINO fp32 defaults"
+OV = "OpenVINO defaults"
 TESS = "tessera latency"
 TESS_THROUGHPUT = "tessera throughput"
 HAND = tuple(f"{lib} int8 {recipe}" for recipe in ("dynamic", "static")
@@ -126,7 +126,8 @@ def openvino_row(label: str, model: str | bytes, outputs: list[str]) -> Row:
                lambda result: {n: np.asarray(result[p]) for n, p in zip(outputs, ports,
                                                                          strict=True)},
                {"performance_hint": hint,
-                "streams": int(compiled.get_property("NUM_STREAMS"))})
+                "streams": int(compiled.get_property("NUM_STREAMS")),
+                "precision": compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()})
 
 
 @contextlib.contextmanager
@@ -388,7 +389,8 @@ def _notes(label: str, entry: dict[str, Any]) -> str:
     if entry.get("error"):
         return f"not available: {entry['error']}".replace("|", "/")
     if "performance_hint" in info:
-        return f"hint {info['performance_hint']}, {info['streams']} stream(s)"
+        precision = f", computes in {info['precision']}" if "precision" in info else ""
+        return f"hint {info['performance_hint']}, {info['streams']} stream(s){precision}"
     if "partitions" in info:
         parts = "; ".join(f"`{p['target']}` ({p['nodes']} nodes, {p['precision']})"
                           for p in info["partitions"])
@@ -432,7 +434,7 @@ def markdown(result: dict[str, Any]) -> str:
     for name, error in result.get("failed", {}).items():
         lines += [f"## {name}", "", f"Not measured: {error}", ""]
     for r in result["results"]:
-        lines += [f"## {r['model']}", "", f"Budget `{r['budget']}`. Best native fp32: "
+        lines += [f"## {r['model']}", "", f"Budget `{r['budget']}`. Best native: "
                   f"{r['best_native'] or 'none'} ({_x(r['best_native_speedup_vs_ort'])}); "
                   f"best hand int8: {r['best_hand_int8'] or 'none meets the budget'}"
                   f" ({_x(r['best_hand_int8_speedup_vs_ort'])}).", "",
@@ -440,7 +442,7 @@ def markdown(result: dict[str, Any]) -> str:
                   "| top1 | budget | notes |", "|---|---|---|---|---|---|---|"]
         for label, entry in r["rows"].items():
             lines.append(_line(label, entry, _notes(label, entry)))
-            best = {OV: ("best native fp32", r["best_native"]),
+            best = {OV: ("best native", r["best_native"]),
                     HAND[-1]: ("best hand int8", r["best_hand_int8"])}.get(label)
             if best:  # the chosen row again, under its role
                 role, chosen = best

@@ -41,6 +41,7 @@ def test_the_table_runs_end_to_end_on_a_small_model(tmp_path: Path,
         assert row["accuracy"]["report"]["samples"] == 8
     assert rows[precision.BASE]["speedup_vs_ort"] == 1.0
     assert rows[precision.OV]["info"]["performance_hint"]
+    assert rows[precision.OV]["info"]["precision"] in ("f32", "bf16", "f16")  # what it computes in
     plan = rows[precision.TESS]["info"]
     assert plan["partitions"] and all(p["precision"] for p in plan["partitions"])
     assert plan["reported_accuracy"]["met"] is True and plan["compile_seconds"] > 0
