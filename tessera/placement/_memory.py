@@ -51,7 +51,8 @@ def recall(db: CostDB, key: str) -> Plan | None:
         return None
     # nothing measured: every candidate's cost is known, through the plan they made
     return plan.with_stats(measurements=0, cache_hits=plan.stats.candidates or 0,
-                           measure_seconds=0.0, search_seconds=0.0, plan_cache="hit: the search was skipped", plan_key=key)
+                           measure_seconds=0.0, search_seconds=0.0,
+                           plan_cache="hit: the search was skipped", plan_key=key)
 
 
 def remember(db: CostDB, key: str, plan: Plan) -> Plan:
