@@ -341,6 +341,8 @@ def bench_command(ctx: click.Context, model: str, targets: str, executor: str | 
         show.print(placement_table(plan, loaded, f"tessera's plan: {plan.partitioner}, threads "
                                                  f"{result.best.policy.name}"))
         print_plan_stats(plan)
+        for line in precision_lines(plan.stats):  # what the precision search tried, and why
+            click.echo(line)
     label = Path(model).name if loaded.is_static else f"{Path(model).name} at {result.point}"
     if isinstance(result, BudgetComparison):
         show.print(budget_table(result, label))

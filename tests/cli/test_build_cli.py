@@ -117,6 +117,8 @@ def test_bench_with_samples_compares_defaults_by_hand_and_tessera_within_the_bud
     assert rows["tessera"]["meets"] is True and rows["tessera"]["accuracy"]["samples"] == 2
     assert "higher is faster" in stdout.replace("\n", " ") or "(higher is" in stdout
     assert "within the accuracy budget cosine>=0.99" in stdout
+    # what the precision search tried is said, as `tessera compile` says it
+    assert "precision: searched " in stdout and "kept " in stdout
 
 
 def test_bench_accuracy_needs_samples() -> None:
