@@ -263,6 +263,12 @@ class Backend:
         target = self.with_thread_settings(Target(self.name), "native", core_budget())
         return self.compile(onnx.load_from_string(model), target, check=False).run
 
+    def native_precision(self) -> str | None:
+        """The precision `native_runner` computes floating-point models in where that is
+        not fp32 (OpenVINO's default is bf16 on a CPU that has it), else None: a native row
+        in a lower precision is not the fp32 numerics tessera keeps without a budget."""
+        return None
+
     def with_thread_settings(self, target: Target, policy: PolicyName, budget: int) -> Target:
         """`target` with what `thread_settings` asks for, where the user left it open."""
         explicit = target.explicit_attrs

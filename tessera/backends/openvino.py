@@ -272,6 +272,10 @@ class OpenVinoBackend(ProbedBackend):
         request = compiled.create_infer_request()
         return lambda feeds: request.infer(dict(feeds), share_inputs=True)
 
+    def native_precision(self) -> str | None:
+        precision = str(_core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name())
+        return None if precision == "f32" else precision
+
     def prepare(self, submodel: onnx.ModelProto, target: Target,
                 calibration: Calibration | None) -> onnx.ModelProto:
         if target.attrs["precision"] != "int8":

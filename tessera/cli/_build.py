@@ -350,6 +350,8 @@ def bench_command(ctx: click.Context, model: str, targets: str, executor: str | 
             click.echo(line)
     else:
         show.print(comparison_table(rows, label))
+        for line in precision_notes(rows):
+            click.echo(line)
     if save_to:
         if result.best is None:
             from tessera.errors import CompileError
@@ -408,6 +410,16 @@ def budget_lines(result: Any) -> list[str]:
     if tried:
         lines.append("also measured: " + "; ".join(tried))
     return lines
+
+
+def precision_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """Native rows that compute below fp32 by default, and how tessera may do the same."""
+    lower = [f"{r['row']} computes in {r['precision']}" for r in rows if "precision" in r]
+    if not lower:
+        return []
+    return [f"note: {', '.join(lower)} by default on this CPU; tessera keeps fp32 numerics "
+            "unless given samples and an accuracy budget (--samples DIR --accuracy "
+            "'cosine>=0.999'), under which it tries bf16 and int8 too"]
 
 
 def comparison_table(rows: list[dict[str, Any]], label: str) -> Table:

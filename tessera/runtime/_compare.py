@@ -25,7 +25,7 @@ from tessera.errors import InterruptedCompile, TesseraError
 from tessera.ir import Model, Samples, inline_weights
 from tessera.placement import ProgressLike
 from tessera.runtime._compiled import compile
-from tessera.runtime._native import native_runner
+from tessera.runtime._native import native_precision, native_runner
 
 
 @dataclass
@@ -79,7 +79,11 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
         except Exception as err:  # a backend failing at run time is a row, not a crash
             rows.append({"row": label, "error": typed_line(err, 160)})
             continue
-        rows.append({"row": label, **latency.to_dict(), "plan": plans.get(label, "whole model")})
+        row = {"row": label, **latency.to_dict(), "plan": plans.get(label, "whole model")}
+        lower = _lower_precision(label)
+        if lower is not None:
+            row.update(precision=lower, plan=f"whole model, in {lower} (its default here)")
+        rows.append(row)
     natives = [r["median_ms"] for r in rows if r["row"].startswith("native ") and "error" not in r]
     best = min(natives, default=None)
     for row in rows:
@@ -87,6 +91,16 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
             row["vs_best_native"] = round(row["median_ms"] / best, 3)
     own = built.get("tessera collage", built.get(f"tessera {targets[0]}") if targets else None)
     return Comparison(rows, own if hasattr(own, "plan") else None, point)
+
+
+def _lower_precision(label: str) -> str | None:
+    """For a native row whose backend computes below fp32 by default, that precision."""
+    if not label.startswith("native "):
+        return None
+    try:
+        return native_precision(label.removeprefix("native "))
+    except Exception:  # a backend that cannot say: the row stands as measured
+        return None
 
 
 def _guarded(build: Callable[[], Any]) -> Any:

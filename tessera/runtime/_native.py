@@ -13,4 +13,9 @@ def native_runner(backend: str, model: bytes) -> NativeRunner:
     return backends.get(backend).native_runner(model)
 
 
-__all__ = ["native_runner"]
+def native_precision(backend: str) -> str | None:
+    """What `backend` computes in natively where that is not fp32 (None: fp32)."""
+    return backends.get(backend).native_precision()
+
+
+__all__ = ["native_precision", "native_runner"]

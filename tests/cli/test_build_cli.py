@@ -99,6 +99,27 @@ def test_bench_compares_native_single_greedy_and_collage(tmp_path: Path) -> None
     assert all(r["median_ms"] > 0 and r["p90_ms"] >= r["median_ms"] >= r["min_ms"]
                for r in rows)
     assert "best native" in stdout and "faster" in stdout  # the ratio says its direction
+    # a native row below fp32 (OpenVINO's default on a bf16 CPU) says so, and how to match it
+    lower = backends.get("openvino").native_precision()
+    native_ov = next(r for r in rows if r["row"] == "native openvino")
+    assert native_ov.get("precision") == lower
+    assert ("note: native openvino computes in" in stdout) == (lower is not None)
+    if lower is not None:
+        assert f"in {lower}" in native_ov["plan"] and "--accuracy" in stdout
+
+
+def test_openvino_says_what_it_computes_in_natively() -> None:
+    import openvino as ov
+
+    from tessera.cli._build import precision_notes
+
+    core = ov.Core()
+    default = core.get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+    assert backends.get("openvino").native_precision() == (None if default == "f32" else default)
+    assert backends.get("onnxruntime").native_precision() is None
+    assert precision_notes([{"row": "native onnxruntime"}]) == []
+    note = precision_notes([{"row": "native openvino", "precision": "bf16"}])
+    assert len(note) == 1 and note[0].startswith("note: native openvino computes in bf16 ")
 
 
 def test_bench_with_samples_compares_defaults_by_hand_and_tessera_within_the_budget(
