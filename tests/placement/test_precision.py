@@ -198,7 +198,7 @@ def test_the_least_sensitive_segments_stay_quantized_and_the_worst_go_back() -> 
                                          variant, record)
     assert 0 not in kept and final is not None
     assert final[2].met
-    assert 1 - sum(loss[i] for i in kept) >= 0.999
+    assert sum(loss[i] for i in kept) <= 0.001 + 1e-12  # the cosine stays within 0.999
     # every segment was measured alone first
     assert judge.measured[:len(cut)] == [(s.index,) for s in cut]
     assert dict(record.segment_used)[0] == pytest.approx(10.0)
