@@ -196,7 +196,7 @@ class OnnxRuntimeBackend(Backend):
         if total and conv * 2 > total:
             return Support(False, f"dynamic int8 runs convolutions as ConvInteger, several "
                                   f"times slower than fp32, and {conv / total:.0%} of the "
-                                  "weights are convolutions'")
+                                  "weights are in convolutions")
         return Support(True)
 
     def precision_form(self, target: Target) -> str | None:

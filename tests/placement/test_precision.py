@@ -98,7 +98,7 @@ def test_dynamic_int8_is_tried_only_where_matrix_products_hold_the_weights() -> 
     refused = ort.variant_suits(dynamic, cnn)
     assert not refused and refused.reason == (
         "dynamic int8 runs convolutions as ConvInteger, several times slower than fp32, and "
-        "92% of the weights are convolutions'")
+        "92% of the weights are in convolutions")
     assert ort.variant_suits(static, cnn)
     assert ort.variant_suits(dynamic, {"MatMul": 85_000_000, "Gather": 38_000_000})
     assert ort.variant_suits(dynamic, {})
