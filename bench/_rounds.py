@@ -70,12 +70,35 @@ def paired_blocks(numerator: Sequence[float], denominator: Sequence[float]) -> f
                                                          strict=False)), 4)
 
 
+# the instruction sets that decide which precision pays on a CPU (int8 dot products, bf16)
+_ISA = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
+
+
 def machine() -> str:
+    """The machine a table was measured on: its CPU model and the instruction sets that
+    change which form wins, the cores, the OS and Python."""
     import os
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"{platform.machine()} {platform.processor() or ''}".strip()
+    return (f"{platform.machine()} {cpu()}".strip()
             + f", {cores} cores, {sys.platform}, Python {platform.python_version()}")
+
+
+def cpu(cpuinfo: str | None = None) -> str:
+    """'AMD EPYC (avx2 avx512f ...)' from /proc/cpuinfo, or what `platform` says."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+                cpuinfo = info.read()
+        except OSError:
+            return platform.processor() or ""
+    first = cpuinfo.split("\n\n", 1)[0]  # the first processor's block
+    fields = {key.strip(): value.strip() for key, value in
+              (line.split(":", 1) for line in first.splitlines() if ":" in line)}
+    model = fields.get("model name", "")
+    flags = fields.get("flags", "").split()
+    isa = " ".join(name for name in _ISA if name in flags)
+    return f"{model} ({isa})" if isa else model
 
 
 __all__ = ["Block", "Measured", "in_rounds", "machine", "paired", "paired_blocks"]

@@ -44,3 +44,18 @@ def test_overhead_is_paired_round_by_round_against_the_sum_of_the_parts() -> Non
              Measured(0.05, 0.05, 0.09, 30, (0.05, 0.09, 0.05))]
     assert overhead.over_us(mine, parts) == 10.0  # rounds: 10, 10, 50 us
     assert overhead.over_us(mine, parts[0]) == 100.0  # rounds: 60, 100, 100 us
+
+
+def test_a_table_names_the_cpu_and_the_instruction_sets_that_decide_precision() -> None:
+    import platform
+
+    from bench._rounds import cpu, machine
+
+    info = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n"
+            "flags\t\t: fpu sse avx2 avx512f avx512_vnni amx_int8 amx_bf16\n\n"
+            "processor\t: 1\nmodel name\t: other\n")
+    assert cpu(info) == ("Intel(R) Xeon(R) Platinum 8480+ "
+                         "(avx2 avx512f avx512_vnni amx_int8 amx_bf16)")
+    assert cpu("model name\t: Cortex\nFeatures\t: neon\n") == "Cortex"
+    assert machine().endswith(f"Python {platform.python_version()}")
+    assert " cores, " in machine()
