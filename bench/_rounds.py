@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tessera._private.cores import core_budget, cpu_fields, parse_cpuinfo
 from tessera._private.timing import time_block
 
 # a block: a callable timed alone, or (callable, something run untimed before each call)
@@ -77,28 +78,15 @@ _ISA = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8",
 def machine() -> str:
     """The machine a table was measured on: its CPU model and the instruction sets that
     change which form wins, the cores, the OS and Python."""
-    import os
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (f"{platform.machine()} {cpu()}".strip()
-            + f", {cores} cores, {sys.platform}, Python {platform.python_version()}")
+            + f", {core_budget()} cores, {sys.platform}, Python {platform.python_version()}")
 
 
 def cpu(cpuinfo: str | None = None) -> str:
-    """'AMD EPYC (avx2 avx512f ...)' from /proc/cpuinfo, or what `platform` says."""
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
-                cpuinfo = info.read()
-        except OSError:
-            return platform.processor() or ""
-    first = cpuinfo.split("\n\n", 1)[0]  # the first processor's block
-    fields = {key.strip(): value.strip() for key, value in
-              (line.split(":", 1) for line in first.splitlines() if ":" in line)}
-    model = fields.get("model name", "")
+    """'AMD EPYC (avx2 avx512f ...)' from /proc/cpuinfo (or `cpuinfo`'s text), or what
+    `platform` says."""
+    fields = cpu_fields() if cpuinfo is None else parse_cpuinfo(cpuinfo)
+    model = fields.get("model name", "") or ("" if cpuinfo else platform.processor())
     flags = fields.get("flags", "").split()
     isa = " ".join(name for name in _ISA if name in flags)
     return f"{model} ({isa})" if isa else model
-
-
-__all__ = ["Block", "Measured", "in_rounds", "machine", "paired", "paired_blocks"]

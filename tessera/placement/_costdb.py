@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tessera._private.cache import atomic_write_bytes, cache_dir
+from tessera._private.cores import cpu_fields
 from tessera.errors import CacheWarning, TesseraError
 
 SCHEMA_VERSION = 2
@@ -123,14 +124,7 @@ def machine() -> str:
     named = os.environ.get("TESSERA_MACHINE", "").strip()
     if named:
         return named
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_fields().get("model name") or platform.processor() or platform.machine()
     return f"{model}; {os.cpu_count()} cores"
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from tessera import backends
 from tessera._private.accuracy import AccuracyBudget, AccuracyReport, measure
+from tessera._private.cores import cpu_flags
 from tessera._private.text import first_line
 from tessera._private.timing import Clock
 from tessera.config import CompilationConfig
@@ -61,11 +62,7 @@ def int8_speedup_bound() -> float:
     """The most an int8 form can run faster than fp32: an int8 dot product instruction does
     four times the multiply-adds of an fp32 FMA (AVX-VNNI, AVX-512 VNNI, NEON's SDOT); AMX
     tiles do many more."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
-            return 16.0 if "amx_int8" in info.read() else 4.0
-    except OSError:
-        return 4.0
+    return 16.0 if "amx_int8" in cpu_flags() else 4.0
 
 
 def hopeless(used: float) -> bool:
