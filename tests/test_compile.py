@@ -60,11 +60,16 @@ def wrong_backend():  # type: ignore[no-untyped-def]
 def test_mixed_plan_with_fallback_and_the_numeric_guard(wrong_backend: Backend) -> None:
     compiled = tessera.compile(mlp(), "test-wrong,onnxruntime", partitioner="greedy")
     targets = [(str(p.target), p.nodes) for p in compiled.plan.partitions]
-    # the guard caught the partition (relu, mm2) computing wrongly: it went to onnxruntime
-    assert targets == [("test-wrong", ("mm1",)),
-                       ("onnxruntime", ("add1", "relu", "mm2", "add2", "softmax"))]
-    assert "numeric guard" in compiled.plan.reasons["mm2"]["test-wrong"]
+    # the guard caught the partition (relu, mm2) computing wrongly and bisected it: only
+    # relu left test-wrong; mm2, which it computes right, stayed
+    assert targets == [("test-wrong", ("mm1",)), ("onnxruntime", ("add1", "relu")),
+                       ("test-wrong", ("mm2",)), ("onnxruntime", ("add2", "softmax"))]
     assert "numeric guard" in compiled.plan.reasons["relu"]["test-wrong"]
+    assert "numeric guard" not in compiled.plan.reasons["mm2"]["test-wrong"]
+    evidence = compiled.plan.stats.disagreements
+    assert evidence is not None and evidence[0].implementation == "test-wrong"
+    assert (evidence[0].ops, evidence[0].nodes) == (("Relu",), ("relu",))
+    assert "onnx.reference" in evidence[0].judges and "onnxruntime" in evidence[0].judges
     np.testing.assert_allclose(compiled.run(_feeds())["y"], _reference(), rtol=1e-5)
     unguarded = tessera.compile(mlp(), "test-wrong,onnxruntime", partitioner="greedy",
                                 numeric_guard=False)

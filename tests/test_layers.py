@@ -12,8 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "tessera"
 # lowest first; a module may import its own layer and those before it
-LAYERS = ["errors", "_private", "target", "config", "ir", "backends", "placement", "runtime",
-          "onnx_backend", "zoo", "cli"]
+LAYERS = ["errors", "_private", "target", "config", "ir", "backends", "oracle", "placement",
+          "runtime", "onnx_backend", "zoo", "cli"]
 
 
 def _module_name(path: Path) -> str:

@@ -15,7 +15,7 @@ import tessera
 
 GOLDEN = Path(__file__).parent / "golden" / "public_api.txt"
 PACKAGES = ["tessera", "tessera.errors", "tessera.target", "tessera.config", "tessera.ir",
-            "tessera.backends", "tessera.placement", "tessera.runtime"]
+            "tessera.backends", "tessera.oracle", "tessera.placement", "tessera.runtime"]
 
 
 def _describe(name: str, value: object) -> list[str]:

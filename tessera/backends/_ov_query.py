@@ -178,5 +178,6 @@ def _everywhere(model: Model, note: str) -> QueryAnswer:
 
 
 def _first_line(err: Exception) -> str:
-    lines = [line for line in str(err).strip().splitlines() if line.strip()]
-    return f"{type(err).__name__}: {lines[0][:160]}" if lines else type(err).__name__
+    from tessera._private.text import typed_line
+
+    return typed_line(err, 160)

@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tessera._private.text import first_line
 from tessera.backends._protocol import BACKENDS, Backend
 from tessera.errors import TesseraError
 
@@ -100,7 +101,7 @@ def _load(point: EntryPoint) -> None:
     try:
         _register(point.name, point.load())
     except Exception as err:  # a plugin's own bug must not stop tessera, only that plugin
-        detail = (str(err).strip().splitlines() or [""])[0][:300]
+        detail = first_line(err, 300) if str(err).strip() else ""
         failure = PluginFailure(point.name, point.value, where,
                                 f"{type(err).__name__}: {detail}")
         _failures[point.name] = failure

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from tessera._private.text import first_line
 from tessera.backends._deviations import Deviation, first_deviation
 from tessera.backends._protocol import Backend, Constants, Support, ValueTypes
 from tessera.backends._schema import schema_for
@@ -63,7 +64,7 @@ class Prober:
             answer = Support(True, f"{self.backend} converts and compiles {node.op_type} "
                                    "(probed with these input types)")
         except Exception as err:  # any failure of the backend's own tools means "no"
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+            first = first_line(err, 160)
             answer = Support(False, f"{self.backend} cannot take {node.op_type} with these "
                                     f"inputs: {first}")
         with self._lock:

@@ -582,4 +582,6 @@ def _spec(value: onnx.ValueInfoProto) -> TensorSpec:
 
 
 def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else text
+    from tessera._private.text import first_line
+
+    return first_line(text, 100_000) if text.strip() else text

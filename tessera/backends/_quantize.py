@@ -121,10 +121,10 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
         except CompileError:
             raise
         except Exception as err:
-            text = str(err).strip().splitlines()
+            from tessera._private.text import typed_line
+
             raise CompileError(f"{backend} could not quantize the partition to int8 "
-                               f"(-int8-recipe={recipe}): {type(err).__name__}: "
-                               f"{text[0] if text else ''}") from err
+                               f"(-int8-recipe={recipe}): {typed_line(err, 100_000)}") from err
 
 
 @contextlib.contextmanager

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tessera._private.text import first_line
+from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._protocol import BACKENDS, Backend, Compiled, Constants, Support, ValueTypes
 from tessera.backends._schema import schema_for
@@ -22,6 +24,11 @@ KIND = register_kind(
 )
 
 
+# Where onnx.reference computes something other than the standard and tessera has no
+# correction (`_reference_fixes.py` holds those it has): found by the consensus oracle.
+DEVIATIONS: tuple[dev.Deviation, ...] = ()
+
+
 class ReferenceBackend(Backend):
     """Supports exactly the ops `onnx.reference` implements at the node's schema version."""
 
@@ -36,6 +43,10 @@ class ReferenceBackend(Backend):
         from onnx.reference import ReferenceEvaluator
         from onnx.reference.ops import load_op
 
+        refusal = dev.first_deviation(DEVIATIONS, "onnx.reference", node, opset, types,
+                                      constants)
+        if refusal is not None:
+            return refusal
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         version = opset
         if not domain:
@@ -46,18 +57,21 @@ class ReferenceBackend(Backend):
         try:
             load_op(domain, node.op_type, version, node=node, evaluator_cls=ReferenceEvaluator)
         except Exception as err:  # a lookup failure of any kind means "not implemented here"
-            first = (str(err).splitlines() or [type(err).__name__])[0][:120]
+            first = first_line(err, 120)
             return Support(False, f"onnx.reference does not implement {node.op_type}: {first}")
         return Support(True, f"onnx.reference implements {node.op_type}")
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         from onnx.reference import ReferenceEvaluator
 
+        from tessera.backends._reference_fixes import default_opset, fixes_for
         from tessera.ir._weights import weights_as_feeds
 
         evaluated, weights = weights_as_feeds(submodel)  # no copy of the weights
-        return _ReferenceCompiled(self.name, submodel, target, ReferenceEvaluator(evaluated),
-                                  weights)
+        opset = default_opset(submodel)
+        fixes = fixes_for(opset) if opset is not None else []
+        return _ReferenceCompiled(self.name, submodel, target,
+                                  ReferenceEvaluator(evaluated, new_ops=fixes or None), weights)
 
 
 class _ReferenceCompiled(Compiled):

@@ -6,8 +6,9 @@
 3. the end-to-end race of the searched plan against its rivals (through a `Builder`);
 4. calibration: when the searched chain lost because it cost more than its parts, the
    overhead it showed is charged per partition and the search runs again;
-5. the numeric guard: a partition that fails to build or disagrees with the reference is
-   banned from its backend, and the decision is made again;
+5. the numeric guard: a partition that fails to build is banned from its backend, and the
+   smallest subgraph on which it disagrees with the consensus oracle is banned from it; the
+   decision is then made again;
 6. remembering the plan, so a warm compile repeats none of it.
 
 `place` returns a `Placement`: the plan, its statistics, and the built plan when it built
@@ -23,12 +24,13 @@ from tessera._private.timing import Clock
 from tessera.config import CompilationConfig
 from tessera.errors import InterruptedCompile
 from tessera.ir import Model, Samples
+from tessera.oracle import Disagreement
 from tessera.placement._builder import Builder, Built
 from tessera.placement._collage import place_collage
 from tessera.placement._costdb import CostDB
 from tessera.placement._devices import assign_devices, config_devices, device_for
 from tessera.placement._greedy import place_greedy
-from tessera.placement._guard import guard_verdicts
+from tessera.placement._guard import Finding, guard
 from tessera.placement._interrupted import keep_fp32, keep_interrupted, stopped
 from tessera.placement._measure import Measurer
 from tessera.placement._measurers import LocalMeasurer
@@ -126,6 +128,7 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
     collage = config.partitioner == "collage"
     db = db if db is not None or not collage else CostDB()
     banned: dict[str, dict[str, str]] = {}
+    seen: list[Disagreement] = []  # what the guard found, over every round
     while True:
         if collage:
             assert db is not None
@@ -149,13 +152,19 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
             plan, built = assign_devices(plan, config, requested), None
         if not build or builder is None:  # nothing to build with: the plan alone
             return Placement(plan, built)
-        guard = config.options.numeric_guard and plan.stats.numeric_guard != "passed"
+        guarded = config.options.numeric_guard and plan.stats.numeric_guard != "passed"
         if built is None:
             built = builder.build(model, config, plan)
-        verdicts = {**built.failures, **(guard_verdicts(model, plan, built.parts, points,
-                                                        progress) if guard else {})}
+        verdicts = {i: Finding(plan.partitions[i].nodes, why)
+                    for i, why in built.failures.items()}
+        if guarded:
+            report = guard(model, plan, built.parts, points, progress)
+            verdicts.update(report.findings)
+            seen += [d for d in report.seen if d not in seen]
         if not verdicts:
-            if guard:
+            if seen:
+                plan = plan.with_stats(disagreements=tuple(seen))
+            if guarded:
                 plan = remember_guard_passed(db, plan) if db is not None else \
                     plan.with_stats(numeric_guard="passed")
             placed = Placement(plan, replace(built, plan=plan))
@@ -283,14 +292,16 @@ def overhead_estimate(searched: Plan, measured: float | None) -> float | None:
     return round(max(0.0, (measured - alone) / len(parts)), 4)
 
 
-def _ban(plan: Plan, verdicts: Mapping[int, str], banned: dict[str, dict[str, str]]) -> None:
-    for index, reason in verdicts.items():
+def _ban(plan: Plan, verdicts: Mapping[int, Finding], banned: dict[str, dict[str, str]]
+         ) -> None:
+    """Each finding's nodes leave their partition's target (the rest of it stays)."""
+    for index, finding in verdicts.items():
         part = plan.partitions[index]
         if part.kind == FALLBACK.kind.name:
             continue
-        for node in part.nodes:  # a one-thread variant bans the target it came from
+        for node in finding.nodes:  # a one-thread variant bans the target it came from
             for target in dict.fromkeys((str(part.target), base_target(str(part.target)))):
-                banned.setdefault(node, {})[target] = reason
+                banned.setdefault(node, {})[target] = finding.reason
 
 
 def _verified(model: Model, config: CompilationConfig, plan: Plan,

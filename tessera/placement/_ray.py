@@ -451,8 +451,9 @@ def _failed(job: Job, cost: Cost) -> tuple[Cost, ...]:
 
 
 def _first(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0][:200] if text else type(err).__name__
+    from tessera._private.text import first_line
+
+    return first_line(err, 200)
 
 
 __all__ = ["GRACE_S", "MOVES", "RayMeasurer", "disconnect"]

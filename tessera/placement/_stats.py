@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tessera._private.accuracy import AccuracyReport
+from tessera.oracle import Disagreement
 from tessera.placement._objective import Objective
 from tessera.placement._progress import PHASE_WORDS
 
@@ -249,6 +250,9 @@ class SearchStats(Mapping[str, Any]):
     plan_key: str | None = None
     plan_cache: str | None = None  # set when the plan was remembered, not searched
     numeric_guard: str | None = None  # 'passed' once the guard passed every partition
+    # what the guard found against the consensus: bans' evidence, outvoted implementations
+    # and undecided verdicts
+    disagreements: tuple[Disagreement, ...] | None = None
     fallback_from: tuple[str, ...] | None = None  # backends an artifact load re-placed
     # the plan against the reference on the user's validation samples, after the search
     accuracy: AccuracyReport | None = None
@@ -290,6 +294,10 @@ class SearchStats(Mapping[str, Any]):
             values["proposals"] = tuple(
                 p if isinstance(p, ProposalRecord) else ProposalRecord.from_dict(p)
                 for p in values["proposals"])
+        if "disagreements" in values:
+            values["disagreements"] = tuple(
+                d if isinstance(d, Disagreement) else Disagreement.from_dict(d)
+                for d in values["disagreements"])
         if "fallback_from" in values:
             values["fallback_from"] = tuple(values["fallback_from"])
         if "accuracy" in values and not isinstance(values["accuracy"], AccuracyReport):
@@ -319,7 +327,7 @@ def _plain(value: Any) -> Any:
                   CoarseRecord | InterruptRecord):
         return value.to_dict()
     if isinstance(value, tuple) and value and isinstance(value[0], InvalidCandidate |
-                                                          ProposalRecord):
+                                                          ProposalRecord | Disagreement):
         return [v.to_dict() for v in value]
     if isinstance(value, tuple):
         return list(value)

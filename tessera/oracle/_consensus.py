@@ -1,0 +1,189 @@
+"""The consensus oracle: the fp32 truth of a model (or a partition's submodel) on given
+inputs, from independent implementations, never from one alone.
+
+ONNX Runtime's CPU provider with graph optimisations off and `onnx.reference` answer first.
+Where they agree, that is the truth. Where they disagree (or one cannot answer), a third is
+asked (OpenVINO at f32, then torch) and the majority decides: an answer at least two
+implementations agree on, held by more voters than any other. Where no majority exists the
+truth is undecided, naming each implementation and what it said."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tessera._private.numeric import agree
+from tessera._private.text import typed_line
+from tessera.target import Target
+
+if TYPE_CHECKING:
+    import onnx
+
+Outputs = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Voter:
+    """One independent implementation: a backend target, under the name users know."""
+
+    label: str
+    target: str
+
+    @property
+    def kind(self) -> str:
+        return Target(self.target).kind.name
+
+
+# The first two always vote; the rest only where those two disagree, in this order.
+VOTERS = (
+    Voter("onnxruntime (no graph optimisations)", "onnxruntime -opt-level=disable"),
+    Voter("onnx.reference", "reference"),
+    Voter("openvino f32", "openvino -precision=f32"),
+    Voter("torch", "torch"),
+)
+FIRST = 2
+
+
+@dataclass(frozen=True)
+class Vote:
+    """What one voter answered on every feed, or why it could not (`error`)."""
+
+    voter: str
+    answers: tuple[Outputs, ...] | None
+    error: str = ""
+
+    @property
+    def answered(self) -> bool:
+        return self.answers is not None
+
+
+@dataclass(frozen=True)
+class Truth:
+    """The consensus over `votes`: `majority` names the voters whose answer it is (empty
+    when undecided), `answers` that answer per feed (None when undecided)."""
+
+    votes: tuple[Vote, ...]
+    majority: tuple[str, ...]
+    answers: tuple[Outputs, ...] | None
+    # voters outvoted by the majority, each with how it differed
+    dissent: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def decided(self) -> bool:
+        return self.answers is not None
+
+    @property
+    def judges(self) -> str:
+        """Who decided, in words: 'onnxruntime (...) and onnx.reference'."""
+        return " and ".join(self.majority) if self.decided else "no majority"
+
+    def who_said_what(self) -> str:
+        said = []
+        for vote in self.votes:
+            if not vote.answered:
+                said.append(f"{vote.voter}: no answer ({vote.error})")
+                continue
+            others = [other.voter for other in self.votes
+                      if other is not vote and other.answered
+                      and agree_all(vote.answers, other.answers).ok]  # type: ignore[arg-type]
+            said.append(f"{vote.voter}: " + (f"agrees with {', '.join(others)}" if others
+                                             else "agrees with no other"))
+        return "; ".join(said)
+
+    def summary(self) -> str:
+        if not self.decided:
+            return f"undecided ({self.who_said_what()})"
+        dissent = "; ".join(f"{voter} outvoted: {why}" for voter, why in self.dissent)
+        return f"decided by {self.judges}" + (f"; {dissent}" if dissent else "")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ok: bool
+    max_abs_error: float
+    why: str = ""
+
+
+def agree_all(got: Sequence[Outputs], want: Sequence[Outputs]) -> Comparison:
+    """Agreement on every feed, with the largest error over them and the first difference."""
+    worst = 0.0
+    for index, (have, expected) in enumerate(zip(got, want, strict=True)):
+        verdict = agree(have, expected)
+        worst = max(worst, verdict.max_abs_error)
+        if not verdict:
+            feed = f" on input set {index}" if len(want) > 1 else ""
+            return Comparison(False, worst, verdict.why.replace(
+                "the reference", "the other") + feed)
+    return Comparison(True, worst)
+
+
+@dataclass
+class Oracle:
+    """Asks the voters for the truth. `exclude` leaves out implementations of the backends
+    being judged, so no backend is its own third vote; `voters` may narrow the list (tests)."""
+
+    exclude: tuple[str, ...] = ()
+    voters: tuple[Voter, ...] = VOTERS
+    _available: dict[str, bool] = field(default_factory=dict, repr=False)
+
+    def truth(self, model: onnx.ModelProto, feeds: Sequence[Mapping[str, Any]]) -> Truth:
+        """The consensus of `model`'s outputs on each of `feeds`."""
+        usable = [v for v in self.voters if self._usable(v)]
+        votes = [_vote(v, model, feeds) for v in usable[:FIRST]]
+        truth = _decide(votes)
+        for voter in usable[FIRST:]:
+            if truth.decided and len(truth.majority) * 2 > len(votes):
+                break
+            votes.append(_vote(voter, model, feeds))
+            truth = _decide(votes)
+        return truth
+
+    def _usable(self, voter: Voter) -> bool:
+        kind = voter.kind
+        if kind in self.exclude and voter.target != VOTERS[0].target:
+            return False  # unoptimised ONNX Runtime stays: it shares no graph rewrites
+        if kind not in self._available:
+            from tessera import backends
+
+            try:
+                self._available[kind] = bool(backends.get(kind).is_available().ok)
+            except Exception:  # an unknown or broken plugin is no voter
+                self._available[kind] = False
+        return self._available[kind]
+
+
+def _vote(voter: Voter, model: onnx.ModelProto, feeds: Sequence[Mapping[str, Any]]) -> Vote:
+    from tessera import backends
+
+    try:
+        compiled = backends.get(voter.kind).compile(model, voter.target, check=False)
+        answers = tuple(compiled.run(dict(feed)) for feed in feeds)
+    except Exception as err:  # a voter that cannot answer abstains, saying why
+        return Vote(voter.label, None, typed_line(err, 200))
+    return Vote(voter.label, answers)
+
+
+def _decide(votes: Sequence[Vote]) -> Truth:
+    """The largest group of voters that agree with each other, when it has at least two
+    members and no other group is as large."""
+    answered = [v for v in votes if v.answered]
+    groups: list[list[Vote]] = []
+    for vote in answered:
+        for group in groups:
+            if agree_all(vote.answers, group[0].answers).ok:  # type: ignore[arg-type]
+                group.append(vote)
+                break
+        else:
+            groups.append([vote])
+    groups.sort(key=len, reverse=True)
+    if not groups or len(groups[0]) < 2 or (len(groups) > 1 and len(groups[1]) == len(groups[0])):
+        return Truth(tuple(votes), (), None)
+    winners = groups[0]
+    dissent = tuple((v.voter, agree_all(v.answers, winners[0].answers).why)  # type: ignore[arg-type]
+                    for group in groups[1:] for v in group)
+    return Truth(tuple(votes), tuple(v.voter for v in winners), winners[0].answers, dissent)
+
+
+__all__ = ["FIRST", "VOTERS", "Comparison", "Oracle", "Outputs", "Truth", "Vote", "Voter",
+           "agree_all"]
