@@ -4,9 +4,9 @@ from the libraries directly.
 Per model (batch 1), every row in the same run, on the same generated samples
 (`zoo.example_inputs(name, seed=s)`, s = 0..15): the even-indexed ones calibrate, the
 odd-indexed ones validate (the split `tessera.ir.Samples.split` makes). Every row's outputs on
-the validation samples are measured against the `reference` backend's outputs on the whole fp32
-model with `tessera._private.accuracy.measure`, against the budget `cosine>=0.999` (plus
-`top1>=0.99` for the classifiers). Rows:
+the validation samples are measured against the consensus oracle's fp32 answers for the whole
+model (`tessera.oracle.answers`) with `tessera._private.accuracy.measure`, against the budget
+`cosine>=0.999` (plus `top1>=0.99` for the classifiers). Rows:
 
 - `ORT fp32 defaults`: a plain onnxruntime.InferenceSession with default options (the baseline);
 - `OpenVINO defaults`: `openvino.Core().compile_model(path, "CPU")` (its hint and inference
@@ -247,7 +247,7 @@ def per_second(m: Measured) -> float:
 
 # -- one model ------------------------------------------------------------------------------------
 def bench_model(name: str, rounds: int, seconds: float, work: Path) -> dict[str, Any]:
-    from tessera import backends
+    from tessera.oracle import answers
 
     path = str(zoo.export(name))
     proto = onnx.load_model(path)
@@ -255,10 +255,8 @@ def bench_model(name: str, rounds: int, seconds: float, work: Path) -> dict[str,
     validation = samples[1::2]
     budget = budget_for(name)
     began = time.perf_counter()
-    reference = backends.get("reference").compile(proto, check=False)
-    want = [reference.run(feeds) for feeds in validation]
+    want = list(answers(proto, validation).outputs)
     reference_seconds = round(time.perf_counter() - began, 2)
-    del reference
     rows = build_rows(name, path, proto, samples, budget, work / name)
     del proto
     latency, concurrent = measure_rows(rows, validation, want, budget, rounds, seconds)
@@ -416,7 +414,8 @@ def markdown(result: dict[str, Any]) -> str:
              f"Batch 1. {SAMPLES} generated samples per model (`zoo.example_inputs(name, "
              f"seed=s)`, s = 0..{SAMPLES - 1}): the even-indexed calibrate, the odd-indexed "
              "validate. Accuracy of every row: its outputs on the validation samples against "
-             "the `reference` backend on the fp32 model (min cosine over outputs; top1 where "
+             "the consensus oracle's fp32 answers (ONNX Runtime unoptimised and "
+             "onnx.reference, a third where they disagree; min cosine over outputs; top1 where "
              "the budget asks). Budget `cosine>=0.999`, plus `top1>=0.99` for classifiers. "
              f"Median of {result['rounds']} rounds of {result['seconds']} s blocks; ratios "
              "paired within rounds. A row that misses the budget is never chosen as a best.",

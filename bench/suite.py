@@ -190,7 +190,7 @@ def bench_model(name: str, batch: int, backends: Sequence[str], args: argparse.N
                 errors[label] = result["error"]
             else:
                 medians[label].append(result["median_ms"])
-    expected = _expected(name, batch, path, args.smoke)
+    expected = _expected(name, batch, path)
     rows: dict[str, dict[str, Any]] = {}
     for label, values in medians.items():
         if not values:
@@ -215,28 +215,21 @@ def bench_model(name: str, batch: int, backends: Sequence[str], args: argparse.N
         if best and "median_ms" in row:
             row["paired_vs_best_native"] = paired_ratio(rows[best], row)
     return {"model": name, "batch": batch, "best_native": best, "rows": rows,
-            "search": search, "reference": "onnx.reference" if args.smoke
-            else "native onnxruntime (fp32)"}
+            "search": search, "reference": "the consensus oracle (tessera.oracle)"}
 
 
-def _expected(name: str, batch: int, path: str, smoke: bool) -> Any:
-    """The reference outputs: onnx.reference for the smoke model; for the full-size models
-    (minutes in the reference evaluator) ONNX Runtime's fp32 outputs stand in."""
+def _expected(name: str, batch: int, path: str) -> Any:
+    """The expected outputs: the consensus oracle's fp32 answers (ONNX Runtime unoptimised
+    and onnx.reference, a third where they disagree)."""
     import numpy as np
     import onnx
 
     from tessera import zoo
+    from tessera.oracle import answers
 
     feeds = zoo.example_inputs(name, batch)
-    if smoke:
-        from onnx.reference import ReferenceEvaluator
-
-        outputs: Any = ReferenceEvaluator(onnx.load(path)).run(None, feeds)
-        return np.asarray(outputs[0])
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    return np.asarray(session.run(None, feeds)[0])
+    truth = answers(onnx.load(path), [feeds])
+    return np.asarray(next(iter(truth.outputs[0].values())))
 
 
 def _close(got: Any, expected: Any) -> bool:

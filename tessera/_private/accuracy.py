@@ -1,16 +1,16 @@
-"""Accuracy against the reference on the user's samples: the budget (`cosine>=0.999,top1>=0.99`),
-the metrics, and the report. The one place the metrics are defined; placement reads the
-report, the runtime produces it.
+"""Accuracy against the fp32 answers (the consensus oracle's) on the user's samples: the
+budget (`cosine>=0.999,top1>=0.99`), the metrics, and the report. The one place the metrics
+are defined; placement reads the report, the runtime produces it.
 
 Every metric is taken per output over all samples:
 - `max-abs`: the largest absolute difference;
-- `max-rel`: `max-abs` divided by the largest magnitude of the reference output (1 where
+- `max-rel`: `max-abs` divided by the largest magnitude of the expected output (1 where
   that is 0), so one scale per output, not a ratio that explodes near zero;
 - `cosine`: the cosine similarity of the flattened output, the lowest over the samples (1
   where both are zero);
 - `top1`: the share of positions whose argmax along the last axis agrees (classification
   outputs; outputs of rank 0 have none).
-NaN where the reference has NaN counts as agreement; elsewhere it is the worst value."""
+NaN where the expected output has NaN counts as agreement; elsewhere it is the worst value."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class Bound:
 
 @dataclass(frozen=True)
 class AccuracyBudget:
-    """Bounds every output must keep against the reference; `str` gives the spec back."""
+    """Bounds every output must keep against the fp32 answers; `str` gives the spec back."""
 
     bounds: tuple[Bound, ...]
 
@@ -125,12 +125,13 @@ class Miss:
 
 @dataclass(frozen=True)
 class AccuracyReport:
-    """What the plan's outputs measured against the reference on `samples` validation
+    """What the plan's outputs measured against the fp32 answers on `samples` validation
     samples, per metric and output, and whether `budget` (when one was given) is met."""
 
     samples: int
     values: tuple[Measured, ...]
     budget: AccuracyBudget | None = None
+    judges: str = ""  # who gave the answers compared with ('the consensus of ...')
 
     def value(self, metric: str, output: str) -> float:
         for m in self.values:
@@ -160,7 +161,9 @@ class AccuracyReport:
 
     def summary(self) -> str:
         shown = "; ".join(f"{m.metric} {m.output} {m.value:.6g}" for m in self.values)
-        line = f"accuracy on {self.samples} validation sample(s): {shown or 'no outputs'}"
+        against = f" against {self.judges}" if self.judges else ""
+        line = (f"accuracy on {self.samples} validation sample(s){against}: "
+                f"{shown or 'no outputs'}")
         if self.budget is None:
             return line + "; no budget"
         worst = self.worst
@@ -169,7 +172,7 @@ class AccuracyReport:
 
     def to_dict(self) -> dict[str, Any]:
         worst = self.worst
-        return {"samples": self.samples,
+        return {"samples": self.samples, "judges": self.judges,
                 "budget": str(self.budget) if self.budget is not None else None,
                 "met": self.met,
                 "values": [{"metric": m.metric, "output": m.output, "value": m.value}
@@ -184,17 +187,19 @@ class AccuracyReport:
         return cls(int(data["samples"]),
                    tuple(Measured(str(v["metric"]), str(v["output"]), float(v["value"]))
                          for v in data.get("values", ())),
-                   AccuracyBudget.parse(budget) if budget else None)
+                   AccuracyBudget.parse(budget) if budget else None,
+                   str(data.get("judges", "")))
 
 
 def measure(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]],
-            budget: AccuracyBudget | None = None) -> AccuracyReport:
-    """Compare `got` with the reference's `want`, sample by sample (same order). Outputs of
-    strings are left out; a missing output or a shape that differs measures as the worst."""
+            budget: AccuracyBudget | None = None, judges: str = "") -> AccuracyReport:
+    """Compare `got` with the fp32 answers `want` (given by `judges`), sample by sample
+    (same order). Outputs of strings are left out; a missing output or a shape that differs
+    measures as the worst."""
     import numpy as np
 
     if len(got) != len(want):
-        raise InputError(f"{len(got)} results to compare with {len(want)} reference results; "
+        raise InputError(f"{len(got)} results to compare with {len(want)} expected results; "
                          "give one result per sample")
     metrics = tuple(dict.fromkeys((*MEASURED_ALWAYS, *(budget.metrics if budget else ()))))
     values = []
@@ -206,7 +211,7 @@ def measure(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]],
         wanted = tuple(m for m in metrics if m != "top1" or pairs[0][1].ndim > 0)
         found = _metrics(wanted, pairs)
         values += [Measured(metric, output, found[metric]) for metric in wanted]
-    return AccuracyReport(len(want), tuple(values), budget)
+    return AccuracyReport(len(want), tuple(values), budget, judges)
 
 
 _WORST = {"max-abs": math.inf, "max-rel": math.inf, "cosine": -1.0, "top1": 0.0}

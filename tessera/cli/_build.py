@@ -69,7 +69,7 @@ def build_config(targets: str, options: tuple[str, ...], extra: list[str],
               help="Thread policy (default auto: native for one partition, else shared).")
 @samples_option()
 @click.option("--accuracy", metavar="SPEC",
-              help="Accuracy budget against the reference on the samples, e.g. "
+              help="Accuracy budget against the consensus fp32 answers on the samples, e.g. "
                    "cosine>=0.999,top1>=0.99 (also max-abs<=X, max-rel<=X).")
 @objective_options()
 @measure_options()
@@ -139,7 +139,9 @@ def print_plan_stats(plan: Plan) -> None:
 @click.option("--bench", "runs", type=int, default=0, metavar="N",
               help="Also time N runs and print median, p90 and min latency.")
 @click.option("--check", is_flag=True,
-              help="Compare the outputs with the reference backend on the source model.")
+              help="Compare the outputs with the consensus of independent "
+                   "implementations (ONNX Runtime unoptimised, onnx.reference, ...) on the "
+                   "source model.")
 @click.option("--allow-fallback", is_flag=True,
               help="Re-place partitions whose backend is missing or changed version.")
 @shape_option()
@@ -172,7 +174,7 @@ def run_command(artifact: str, inputs: tuple[str, ...], npz: str | None, output:
         click.echo(f"latency over {latency.runs} runs: median {latency.median_ms:.3f} ms, "
                    f"p90 {latency.p90_ms:.3f} ms, min {latency.min_ms:.3f} ms")
     if check:
-        check_against_reference(compiled, feeds, results)
+        check_against_consensus(compiled, feeds, results)
 
 
 def read_inputs(compiled: Any, items: tuple[str, ...], npz: str | None,
@@ -257,30 +259,34 @@ def save_npz(path: Path, results: dict[str, np.ndarray]) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def check_against_reference(compiled: Any, feeds: dict[str, np.ndarray],
+def check_against_consensus(compiled: Any, feeds: dict[str, np.ndarray],
                             results: dict[str, np.ndarray]) -> None:
-    from tessera import backends
-    from tessera._private.numeric import ATOL, RTOL, agree
+    """`run --check`: the results against the consensus oracle's fp32 answers (within the
+    plan's accuracy budget, where it has one)."""
+    from tessera._private.numeric import ATOL, RTOL
     from tessera.errors import ExecutionError
+    from tessera.oracle import agree_all, answers
 
-    want = backends.get("reference").compile(compiled.model.proto).run(feeds)
+    truth = answers(compiled.model.proto, [feeds])
+    want = truth.outputs[0]
     budget = compiled.config.options.accuracy
     if budget is not None:  # a plan chosen under a budget (int8) is judged by it
         from tessera._private.accuracy import measure
 
-        report = measure([results], [want], budget)
+        report = measure([results], [want], budget, truth.judges)
         if not report.met:
             raise ExecutionError(f"{report.summary()}; the compiled model misses its "
-                                 "accuracy budget against the reference backend")
+                                 "accuracy budget")
         click.echo(f"check: all {len(want)} output(s) within the plan's accuracy budget "
-                   f"{budget} against the reference backend ({report.summary()})")
+                   f"{budget} ({report.summary()})")
         return
-    verdict = agree(results, want)
-    if not verdict:
-        raise ExecutionError(f"{verdict.why} (tolerance rtol {RTOL:g}, atol {ATOL:g}); the "
-                             "compiled model disagrees with the reference backend")
-    click.echo(f"check: all {len(want)} output(s) match the reference backend "
-               f"(max abs error {verdict.max_abs_error:.3g})")
+    verdict = agree_all([results], [want])
+    if not verdict.ok:
+        raise ExecutionError(f"{verdict.why.replace('the other', 'the expected')} (tolerance "
+                             f"rtol {RTOL:g}, atol {ATOL:g}); the compiled model disagrees "
+                             f"with {truth.judges}")
+    click.echo(f"check: all {len(want)} output(s) match {truth.judges} (max abs error "
+               f"{verdict.max_abs_error:.3g})")
 
 
 # -- bench ---------------------------------------------------------------------------------
@@ -300,7 +306,8 @@ def check_against_reference(compiled: Any, feeds: dict[str, np.ndarray],
                    "ONNX Runtime's defaults, int8 by hand and tessera's plan under "
                    "--accuracy, each with its accuracy on the validation half.")
 @click.option("--accuracy", metavar="SPEC",
-              help="With --samples: the accuracy budget against the reference, e.g. "
+              help="With --samples: the accuracy budget against the consensus fp32 answers, "
+                   "e.g. "
                    "cosine>=0.999,top1>=0.99.")
 @option_option("max-candidate-size=2")
 @shape_option()
@@ -371,7 +378,8 @@ def budget_table(result: Any, label: str) -> Table:
     from rich.table import Table
 
     table = Table(title=f"{label}: latency, each row timed in its own block; accuracy on "
-                        f"{result.validation} validation sample(s) against the reference",
+                        f"{result.validation} validation sample(s) against the consensus fp32 "
+                        "answers",
                   title_justify="left")
     for column in ("row", "median ms", "speed-up vs ORT defaults (higher is faster)",
                    "min cosine", "budget", "what runs"):

@@ -83,8 +83,8 @@ def profile_flags(items: tuple[str, ...]) -> tuple[str, ...]:
 def samples_option() -> Callable[[F], F]:
     return click.option("--samples", type=click.Path(exists=True), metavar="PATH",
                         help="Your own inputs: one .npz file (one sample) or a directory of "
-                             ".npz files; the plan's accuracy against the reference is measured "
-                             "on the validation half (every second sample).")
+                             ".npz files; the plan's accuracy against the consensus fp32 answers "
+                             "is measured on the validation half (every second sample).")
 
 
 def objective_options() -> Callable[[F], F]:

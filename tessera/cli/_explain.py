@@ -101,6 +101,9 @@ def render(plan: object, model: object, label: str, budget: object = None) -> st
     lines.append(common.accuracy_line(stats, budget))
     lines += common.precision_lines(stats)
     lines += common.shape_lines(stats)
+    if stats.disagreements:  # the guard's evidence, judged by the consensus oracle
+        lines.append(f"disagreements with the consensus: {len(stats.disagreements)}")
+        lines += [f"  {d}" for d in stats.disagreements]
     if stats.proposals:  # subgraphs backends proposed, and what became of them
         lines.append(f"proposals: {len(stats.proposals)}")
         lines += [f"  {p}" for p in stats.proposals]

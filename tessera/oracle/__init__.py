@@ -5,7 +5,16 @@ none of them takes one implementation as the truth."""
 
 from __future__ import annotations
 
-from tessera.oracle._consensus import VOTERS, Oracle, Truth, Vote, Voter, agree_all
+from tessera.oracle._consensus import (
+    VOTERS,
+    Answers,
+    Oracle,
+    Truth,
+    Vote,
+    Voter,
+    agree_all,
+    answers,
+)
 from tessera.oracle._judge import (
     AGREED,
     DISAGREED,
@@ -18,5 +27,6 @@ from tessera.oracle._judge import (
     narrow,
 )
 
-__all__ = ["AGREED", "DISAGREED", "UNDECIDED", "VOTERS", "Disagreement", "Narrowed", "Oracle",
-           "Truth", "Verdict", "Vote", "Voter", "agree_all", "disagreement", "judge", "narrow"]
+__all__ = ["AGREED", "DISAGREED", "UNDECIDED", "VOTERS", "Answers", "Disagreement", "Narrowed",
+           "Oracle", "Truth", "Verdict", "Vote", "Voter", "agree_all", "answers", "disagreement",
+           "judge", "narrow"]

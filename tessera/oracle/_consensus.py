@@ -76,7 +76,10 @@ class Truth:
     @property
     def judges(self) -> str:
         """Who decided, in words: 'onnxruntime (...) and onnx.reference'."""
-        return " and ".join(self.majority) if self.decided else "no majority"
+        if self.decided:
+            return " and ".join(self.majority)
+        answered = [v.voter for v in self.votes if v.answered]
+        return f"no majority ({', '.join(answered) or 'no implementation'} answered)"
 
     def who_said_what(self) -> str:
         said = []
@@ -153,6 +156,33 @@ class Oracle:
         return self._available[kind]
 
 
+@dataclass(frozen=True)
+class Answers:
+    """The fp32 answers to judge against, one per feed, and who gave them: the consensus,
+    or, where it is undecided, the first implementation that answered, saying so."""
+
+    outputs: tuple[Outputs, ...]
+    judges: str
+    truth: Truth
+
+
+def answers(model: onnx.ModelProto, feeds: Sequence[Mapping[str, Any]],
+            oracle: Oracle | None = None) -> Answers:
+    """The answers an accuracy budget or a check is measured against. Raises the first
+    voter's error where none could answer."""
+    from tessera.errors import ExecutionError
+
+    truth = (oracle or Oracle()).truth(model, feeds)
+    if truth.answers is not None:
+        return Answers(truth.answers, f"the consensus of {truth.judges}", truth)
+    first = next((v for v in truth.votes if v.answers is not None), None)
+    if first is None or first.answers is None:
+        raise ExecutionError(f"no implementation could compute the model's fp32 answers: "
+                             f"{truth.who_said_what()}")
+    return Answers(first.answers, f"{first.voter} alone (no majority: "
+                                  f"{truth.who_said_what()})", truth)
+
+
 def _vote(voter: Voter, model: onnx.ModelProto, feeds: Sequence[Mapping[str, Any]]) -> Vote:
     from tessera import backends
 
@@ -185,5 +215,16 @@ def _decide(votes: Sequence[Vote]) -> Truth:
     return Truth(tuple(votes), tuple(v.voter for v in winners), winners[0].answers, dissent)
 
 
-__all__ = ["FIRST", "VOTERS", "Comparison", "Oracle", "Outputs", "Truth", "Vote", "Voter",
-           "agree_all"]
+__all__ = [
+    "FIRST",
+    "VOTERS",
+    "Answers",
+    "Comparison",
+    "Oracle",
+    "Outputs",
+    "Truth",
+    "Vote",
+    "Voter",
+    "agree_all",
+    "answers",
+]

@@ -49,9 +49,20 @@ class Verdict:
 
 
 def judge(implementation: str, got: Sequence[Outputs], truth: Truth) -> Verdict:
-    """`got` (one result per feed the truth was taken on) against `truth`."""
+    """`got` (one result per feed the truth was taken on) against `truth`. Where the truth is
+    undecided, an answer that agrees with none of the implementations that answered stands
+    alone against all of them: that is a disagreement too; one that sides with any of them
+    is undecided."""
     if truth.answers is None:
-        return Verdict(UNDECIDED, implementation, truth)
+        answered = [v for v in truth.votes if v.answers is not None]
+        if not answered or any(agree_all(got, v.answers).ok  # type: ignore[arg-type]
+                               for v in answered):
+            return Verdict(UNDECIDED, implementation, truth)
+        first = agree_all(got, answered[0].answers)  # type: ignore[arg-type]
+        names = ", ".join(v.voter for v in answered)
+        return Verdict(DISAGREED, implementation, truth, first.max_abs_error,
+                       f"agrees with none of {names} (no majority among them; against "
+                       f"{answered[0].voter}: {first.why.replace('the other', 'theirs')})")
     compared = agree_all(got, truth.answers)
     why = compared.why.replace("the other", "the consensus")
     return Verdict(AGREED if compared.ok else DISAGREED, implementation, truth,
@@ -120,8 +131,6 @@ def narrow(model: Model, nodes: Sequence[str], feeds: Mapping[str, Any], run: Ru
             return None
         window_feeds = {n: given[n] for n in names}
         truth = oracle.truth(sub, [window_feeds])
-        if not truth.decided:
-            return None
         try:
             got = run(sub, window_feeds)
         except Exception:  # failing on a part is not disagreeing on it

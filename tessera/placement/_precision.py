@@ -2,8 +2,7 @@
 precision variant its backends offer (`onnxruntime -precision=int8 -int8-recipe=static`,
 `... dynamic`, `openvino -precision=int8`) is tried on the segments of the plan
 (`_segments.py`), calibrated on the samples' even half and judged on the odd half against
-the fp32 answers (the fp32 plan's, once the numeric guard passed it; else the reference
-backend's):
+the fp32 answers of the consensus oracle (`tessera.oracle`):
 
 1. every variant runs on every segment it supports, and the fp32 plan and these whole-model
    variants race end to end; a variant no faster than fp32 is dropped (dynamic int8 makes
@@ -38,6 +37,7 @@ from tessera._private.text import first_line
 from tessera._private.timing import Clock
 from tessera.config import CompilationConfig
 from tessera.ir import Model, Samples
+from tessera.oracle import answers
 from tessera.placement._builder import Builder, Built, Runnable
 from tessera.placement._objective import Objective
 from tessera.placement._plan import Partition, Plan, make_partitions
@@ -46,7 +46,7 @@ from tessera.placement._race import race, race_throughput
 from tessera.placement._segments import Segment, segments
 from tessera.placement._settings import setting_variants, settings_base
 from tessera.placement._stats import PrecisionRecord, VariantRecord
-from tessera.placement._support import FALLBACK, SupportTable
+from tessera.placement._support import SupportTable
 from tessera.target import Target
 
 FASTER = 0.97  # a variant must beat fp32 by this much on the whole model to be searched
@@ -132,8 +132,9 @@ class _Judge:
     builder: Builder
     samples: Samples
     budget: AccuracyBudget
-    reference: list[dict[str, Any]]
+    reference: list[Mapping[str, Any]]  # the fp32 answers
     feeds: list[Mapping[str, Any]]
+    judges: str = ""  # who gave the fp32 answers
 
     def accuracy(self, plan: Plan, probe: bool = False
                  ) -> tuple[Built, AccuracyReport | None, str]:
@@ -149,12 +150,12 @@ class _Judge:
             for feed in self.feeds:
                 got.append(built.runnable.run(feed))
                 if probe and len(got) == PROBE < len(self.feeds):
-                    early = measure(got, self.reference[:PROBE], self.budget)
+                    early = measure(got, self.reference[:PROBE], self.budget, self.judges)
                     if hopeless(_lower_bound_used(early, self.budget)):
                         return built, early, ""
         except Exception as err:  # a quantized form that cannot run is not kept
             return built, None, f"failed to run: {first_line(err)}"
-        return built, measure(got, self.reference, self.budget), ""
+        return built, measure(got, self.reference, self.budget, self.judges), ""
 
 
 def _lower_bound_used(report: AccuracyReport, budget: AccuracyBudget) -> float:
@@ -179,21 +180,15 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     feeds = list(validation)
     assert fp32_built.runnable is not None
     fp32_outputs = [fp32_built.runnable.run(f) for f in feeds]
-    if fp32.stats.numeric_guard == "passed":
-        # the fp32 plan agrees with the reference (the guard checked each partition): its
-        # outputs are the fp32 answers, at a fraction of the reference backend's time
-        # (BERT-base: 1.1 s against 7.9 s)
-        reference = fp32_outputs
-    else:
-        reference_model = backends.get(FALLBACK.kind.name).compile(model.proto, check=False)
-        reference = [reference_model.run(feed) for feed in feeds]
-    judge = _Judge(model, config, builder, samples, budget, reference, feeds)
+    truth = answers(model.proto, feeds)
+    judge = _Judge(model, config, builder, samples, budget, list(truth.outputs), feeds,
+                   truth.judges)
     table = SupportTable.build(model, config, None, pins or {})  # pinned nodes stay
     flow = model.dataflow
     order = [flow.names.index(n) for p in fp32.partitions for n in p.nodes]
     fp32_of = {flow.names.index(n): p.target for p in fp32.partitions for n in p.nodes}
     cut = segments(flow, order)
-    fp32_report = measure(fp32_outputs, judge.reference, budget)
+    fp32_report = measure(fp32_outputs, judge.reference, budget, judge.judges)
 
     variants = variants_of(config)
     records: dict[str, VariantRecord] = {}

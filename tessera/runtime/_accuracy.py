@@ -1,14 +1,15 @@
-"""The plan's accuracy on the user's samples: its outputs on the validation samples against
-the reference backend's on the whole model. Runs after the placement, outside the remembered
-search: samples change no decision yet, so they never enter the plan's key."""
+"""The plan's accuracy on the user's samples: its outputs on the validation samples
+against the consensus oracle's fp32 answers for the whole model. Runs after the placement,
+outside the remembered search: samples change no decision yet, so they never enter the
+plan's key."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tessera import backends
 from tessera._private.accuracy import AccuracyReport, measure
 from tessera.ir import Samples, SampleSource
+from tessera.oracle import answers
 from tessera.placement import Plan
 
 if TYPE_CHECKING:
@@ -20,10 +21,9 @@ def measure_accuracy(compiled: CompiledModel, samples: Samples) -> AccuracyRepor
     accuracy budget (when it has one)."""
     _, validation = samples.split()
     feeds = list(validation)
-    reference = backends.get("reference").compile(compiled.model.proto, check=False)
-    want = [reference.run(feed) for feed in feeds]
+    truth = answers(compiled.model.proto, feeds)
     got = compiled.run_many(feeds)
-    return measure(got, want, compiled.config.options.accuracy)
+    return measure(got, truth.outputs, compiled.config.options.accuracy, truth.judges)
 
 
 def with_accuracy(compiled: CompiledModel, samples: SampleSource | Samples | None) -> Plan:

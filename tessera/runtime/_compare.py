@@ -6,7 +6,7 @@ With samples and an accuracy budget (`compare_within`), the rows are what a user
 tessera (each backend natively, ONNX Runtime's defaults the baseline), what they could do by
 hand (the model quantized to int8 with ONNX Runtime's static quantizer, calibrated on the same
 samples, run natively on each backend) and tessera's plan under the budget, each with its
-accuracy on the validation samples against the reference backend."""
+accuracy on the validation samples against the consensus oracle's fp32 answers."""
 
 from __future__ import annotations
 
@@ -143,9 +143,9 @@ def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
     """Without tessera, by hand, and tessera's plan under the config's accuracy budget, on
     the same samples; each timed in its own block. `speedup` is the baseline's median over
     the row's (higher is faster)."""
-    from tessera import backends
     from tessera._private.accuracy import measure
     from tessera.backends._quantize import quantize
+    from tessera.oracle import answers
 
     budget = config.options.accuracy
     raw = inline_weights(model.proto).SerializeToString()
@@ -164,8 +164,8 @@ def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
     built[TESSERA] = _guarded(functools.partial(compile, model, config, samples=samples,
                                                 progress=progress))
     feeds = list(validation)
-    reference = backends.get("reference").compile(model.proto, check=False)
-    want = [reference.run(feed) for feed in feeds]
+    truth = answers(model.proto, feeds)
+    want = truth.outputs
     outputs = [o.name for o in model.proto.graph.output]
     rows: list[dict[str, Any]] = []
     for label, value in built.items():
@@ -179,7 +179,7 @@ def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
         except Exception as err:  # a backend failing at run time is a row, not a crash
             rows.append({"row": label, "error": typed_line(err, 160)})
             continue
-        report = measure(got, want, budget)
+        report = measure(got, want, budget, truth.judges)
         plan = " + ".join(str(p.target) for p in value.plan.partitions) \
             if hasattr(value, "plan") else "whole model"
         rows.append({"row": label, **latency.to_dict(), "plan": plan,
