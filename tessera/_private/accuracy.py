@@ -30,7 +30,7 @@ METRICS: dict[str, tuple[str, float, float]] = {
     "top1": (">=", 0.0, 1.0),
 }
 MEASURED_ALWAYS = ("max-abs", "max-rel", "cosine")  # top1 only where the budget asks for it
-FORMS = "max-abs<=X, max-rel<=X, cosine>=X, top1>=X, joined by commas"
+FORMS = "max-abs<=X, max-rel<=X, cosine>=X, top1>=X, joined by commas, or exact"
 
 
 @dataclass(frozen=True)
@@ -49,16 +49,23 @@ class Bound:
         return f"{self.metric}{self.op}{self.limit!r}"
 
 
+DEFAULT_BUDGET = "cosine>=0.9995"  # where none is given: the float forms (bf16, f16) only
+
+
 @dataclass(frozen=True)
 class AccuracyBudget:
-    """Bounds every output must keep against the fp32 answers; `str` gives the spec back."""
+    """Bounds every output must keep against the fp32 answers; `str` gives the spec back.
+    `exact` (spelled 'exact') keeps fp32 only: no lower precision is searched."""
 
     bounds: tuple[Bound, ...]
+    exact: bool = False
 
     @classmethod
     def parse(cls, spec: object) -> AccuracyBudget:
         if isinstance(spec, AccuracyBudget):
             return spec
+        if isinstance(spec, str) and spec.strip().lower() == "exact":
+            return cls((), exact=True)
         if not isinstance(spec, str) or not spec.strip():
             raise ConfigError(f"accuracy budget {spec!r}: expected {FORMS}, e.g. "
                               "'cosine>=0.999,top1>=0.99'")
@@ -76,7 +83,7 @@ class AccuracyBudget:
         return tuple(b.metric for b in self.bounds)
 
     def __str__(self) -> str:
-        return ",".join(str(b) for b in self.bounds)
+        return "exact" if self.exact else ",".join(str(b) for b in self.bounds)
 
 
 def _parse_bound(part: str, spec: str) -> Bound:
@@ -264,5 +271,5 @@ def _cosine(have: Any, exact: Any) -> float:
     return float(np.clip(np.dot(have, exact) / norms, -1.0, 1.0))
 
 
-__all__ = ["FORMS", "METRICS", "AccuracyBudget", "AccuracyReport", "Bound", "Measured", "Miss",
-           "measure"]
+__all__ = ["DEFAULT_BUDGET", "FORMS", "METRICS", "AccuracyBudget", "AccuracyReport", "Bound",
+           "Measured", "Miss", "measure"]

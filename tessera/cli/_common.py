@@ -157,8 +157,10 @@ def precision_lines(stats: SearchStats) -> list[str]:
         return []
     if record.status != "searched":
         return [] if "no samples" in record.status else [f"precision: {record.status}"]
+    judged = f"; budget {record.budget} on {record.inputs}" if record.inputs else ""
     lines = [f"precision: searched {len(record.variants)} variant(s) over "
-             f"{record.segments} segment(s) in {record.seconds or 0:.1f} s; kept {record.kept}"]
+             f"{record.segments} segment(s) in {record.seconds or 0:.1f} s; kept "
+             f"{record.kept}{judged}"]
     for v in record.variants:
         whole = "" if v.whole_ms is None else f"whole model {v.whole_ms:.3f} ms, "
         used = "" if v.whole_used is None else f"budget used {v.whole_used:.2f}; "

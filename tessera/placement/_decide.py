@@ -45,7 +45,7 @@ from tessera.placement._objective import Objective
 from tessera.placement._pins import PinSpec, pinned_devices, resolve_pins
 from tessera.placement._plan import Plan
 from tessera.placement._points import Points
-from tessera.placement._precision import not_tried, search_precision
+from tessera.placement._precision import precision_setup, search_precision
 from tessera.placement._progress import ProgressLike, Reporter
 from tessera.placement._race import SEARCHED, keep_fastest
 from tessera.placement._remote_race import RemoteRacer
@@ -168,8 +168,6 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
                 plan = remember_guard_passed(db, plan) if db is not None else \
                     plan.with_stats(numeric_guard="passed")
             placed = Placement(plan, replace(built, plan=plan))
-            if samples is None and config.options.accuracy is None:
-                return placed
             key = search_key(model, config, resolved, banned)
             try:
                 return _with_precision(model, config, placed, builder, samples, db, key,
@@ -186,11 +184,13 @@ def _with_precision(model: Model, config: CompilationConfig, placed: Placement,
     """`placed` or a plan with lower-precision segments that meets the accuracy budget,
     remembered under the fp32 plan's key and the samples, so a warm compile searches
     nothing and quantizes nothing its compile cache holds."""
-    why = not_tried(config, samples)
-    if why is not None or samples is None:
-        plan = placed.plan.with_stats(precision=PrecisionRecord(f"not tried: {why}"))
+    point = max(Points.of(model, config).points, key=lambda p: p.weight)
+    setup = precision_setup(model, config, samples, point.as_dict())
+    if isinstance(setup, str):
+        plan = placed.plan.with_stats(precision=PrecisionRecord(f"not tried: {setup}"))
         return Placement(plan, replace(placed.built, plan=plan) if placed.built else None)
     assert placed.built is not None
+    config, samples = setup.config, setup.samples
     db = db if db is not None else CostDB()
     key = f"{key}:precision:{samples.digest}"
     remembered = recall(db, key)
@@ -199,7 +199,13 @@ def _with_precision(model: Model, config: CompilationConfig, placed: Placement,
         if not built.failures and built.runnable is not None:
             return Placement(remembered, built)
     plan, built = search_precision(model, config, placed.plan, placed.built, builder, samples,
-                                   clock, pins, progress)
+                                   clock, pins, progress, float_only=setup.float_only)
+    precision = plan.stats.precision
+    if precision is not None:  # which inputs judged it, and under which budget
+        judged = (f"{len(samples)} inputs generated in the ranges the model implies"
+                  if setup.generated else f"your {len(samples)} samples")
+        plan = plan.with_stats(precision=replace(
+            precision, inputs=judged, budget=str(config.options.accuracy)))
     plan = remember(db, key, plan)
     return Placement(plan, replace(built, plan=plan))
 

@@ -31,12 +31,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tessera import backends
-from tessera._private.accuracy import AccuracyBudget, AccuracyReport, measure
+from tessera._private.accuracy import DEFAULT_BUDGET, AccuracyBudget, AccuracyReport, measure
 from tessera._private.cores import cpu_flags
 from tessera._private.text import first_line
 from tessera._private.timing import Clock
 from tessera.config import CompilationConfig
 from tessera.ir import Model, Samples
+from tessera.ir._implied import implied_inputs
 from tessera.oracle import answers
 from tessera.placement._builder import Builder, Built, Runnable
 from tessera.placement._objective import Objective
@@ -94,15 +95,47 @@ def variants_of(config: CompilationConfig) -> list[Target]:
     return found
 
 
-def not_tried(config: CompilationConfig, samples: Samples | None) -> str | None:
-    """Why no precision variant is tried for this compile, or None when they are."""
-    if config.options.accuracy is None:
-        return "no accuracy budget: give one (accuracy='cosine>=0.999') with samples"
+GENERATED = 16  # inputs generated where the user gave no samples: 8 judge, 8 calibrate
+
+
+def float_form(target: Target) -> bool:
+    """Whether `target` computes in a float form below fp32 that needs no calibration."""
+    return target.attrs.get("precision") in ("bf16", "f16")
+
+
+@dataclass(frozen=True)
+class PrecisionSetup:
+    """What the precision search runs with: the config carrying the budget it judges by,
+    the samples (the user's, or generated in the ranges the model implies) and whether
+    only the calibration-free float forms are tried (no user budget, or no samples: int8
+    needs the user's own samples)."""
+
+    config: CompilationConfig
+    samples: Samples
+    float_only: bool
+    generated: bool
+
+
+def precision_setup(model: Model, config: CompilationConfig, samples: Samples | None,
+                    sizes: Mapping[str, int] | None = None) -> PrecisionSetup | str:
+    """The search's setup for this compile, or why no lower precision is tried."""
+    budget = config.options.accuracy
+    if budget is not None and budget.exact:
+        return "accuracy=exact keeps fp32"
+    float_only = budget is None or samples is None
+    variants = [v for v in variants_of(config) if not float_only or float_form(v)]
+    if not variants:
+        if not float_only:
+            return "no target offers a precision variant (onnxruntime and openvino do)"
+        return ("no target computes a float form below fp32 (bf16, f16) natively on this CPU, "
+                "and int8 is tried only with an accuracy budget and your own samples")
+    generated = samples is None
     if samples is None:
-        return "no samples: precision variants are judged on the user's samples only"
-    if not variants_of(config):
-        return "no target offers a precision variant (onnxruntime and openvino do)"
-    return None
+        samples = Samples.load(implied_inputs(model, GENERATED, sizes=sizes), model)
+    if budget is None:
+        options = replace(config.options, accuracy=AccuracyBudget.parse(DEFAULT_BUDGET))
+        config = replace(config, options=options)
+    return PrecisionSetup(config, samples, float_only, generated)
 
 
 def budget_used(report: AccuracyReport, budget: AccuracyBudget) -> float:
@@ -168,7 +201,8 @@ def _lower_bound_used(report: AccuracyReport, budget: AccuracyBudget) -> float:
 def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_built: Built,
                      builder: Builder, samples: Samples, clock: Clock = time.perf_counter,
                      pins: Mapping[int, Target] | None = None,
-                     progress: ProgressLike | None = None) -> tuple[Plan, Built]:
+                     progress: ProgressLike | None = None, float_only: bool = False
+                     ) -> tuple[Plan, Built]:
     """The fastest plan that meets the config's accuracy budget: `fp32` itself, or one with
     some of its segments in a lower precision."""
     started = clock()
@@ -190,7 +224,7 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     cut = segments(flow, order)
     fp32_report = measure(fp32_outputs, judge.reference, budget, judge.judges)
 
-    variants = variants_of(config)
+    variants = [v for v in variants_of(config) if not float_only or float_form(v)]
     records: dict[str, VariantRecord] = {}
     whole: dict[str, tuple[Target, Plan, Built, AccuracyReport]] = {}
     # the hopeless forms: (form, segments) -> the variant that judged it, and its share
@@ -477,5 +511,6 @@ def _partition_shares(plan: Plan, chosen: VariantRecord | None, cut: Sequence[Se
     return tuple(shares)
 
 
-__all__ = ["MIN_SAVING", "budget_used", "hopeless", "int8_speedup_bound", "not_tried",
-           "predicted_saving", "search_precision", "variants_of"]
+__all__ = ["GENERATED", "MIN_SAVING", "PrecisionSetup", "budget_used", "float_form", "hopeless",
+           "int8_speedup_bound", "precision_setup", "predicted_saving", "search_precision",
+           "variants_of"]

@@ -205,19 +205,23 @@ class PrecisionRecord:
     seconds: float | None = None
     # per partition of the plan kept: its share of the budget (None: fp32)
     partition_used: tuple[float | None, ...] = ()
+    inputs: str = ""  # which inputs judged it: the user's samples, or generated ones
+    budget: str = ""  # the budget it kept (the default where the user gave none)
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "segments": self.segments,
                 "variants": [v.to_dict() for v in self.variants], "kept": self.kept,
                 "end_to_end_ms": dict(self.end_to_end_ms or {}), "seconds": self.seconds,
-                "partition_used": list(self.partition_used)}
+                "partition_used": list(self.partition_used), "inputs": self.inputs,
+                "budget": self.budget}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PrecisionRecord:
         return cls(str(data["status"]), int(data.get("segments", 0)),
                    tuple(VariantRecord.from_dict(v) for v in data.get("variants", ())),
                    str(data.get("kept", "fp32")), dict(data.get("end_to_end_ms") or {}),
-                   data.get("seconds"), tuple(data.get("partition_used", ())))
+                   data.get("seconds"), tuple(data.get("partition_used", ())),
+                   str(data.get("inputs", "")), str(data.get("budget", "")))
 
 
 @dataclass(frozen=True)
