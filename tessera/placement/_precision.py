@@ -25,6 +25,7 @@ and its report is the plan's `accuracy`."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -42,8 +43,9 @@ from tessera.oracle import answers
 from tessera.placement._builder import Builder, Built, Runnable
 from tessera.placement._objective import Objective
 from tessera.placement._plan import Partition, Plan, make_partitions
+from tessera.placement._points import Points
 from tessera.placement._progress import ProgressLike, Reporter
-from tessera.placement._race import race, race_throughput
+from tessera.placement._race import PointShapes, point_shapes, race, race_throughput
 from tessera.placement._segments import Segment, segments
 from tessera.placement._settings import setting_variants, settings_base
 from tessera.placement._stats import PrecisionRecord, VariantRecord
@@ -275,9 +277,18 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
             builder_release()
         return _finish(fp32, fp32_built, fp32_report, records, "fp32", cut, flow.names, {},
                        clock() - started)
+    at = point_shapes(model, Points.of(model, config))  # a dynamic model: at its points
     timed = _timed(objective, {"fp32": fp32_built.runnable, **{
-        n: b.runnable for n, (_, _, b, _) in whole.items() if b.runnable}}, clock, reporter)
+        n: b.runnable for n, (_, _, b, _) in whole.items() if b.runnable}}, clock, reporter,
+        at)
     base_ms = timed["fp32"]
+    for name in [n for n in whole if not math.isfinite(timed.get(n, math.inf))]:
+        # a timing that could not be taken is a refusal, never a number in a comparison
+        why = ("the fp32 plan could not be timed on inputs of its shapes, so nothing is "
+               "compared with it" if not math.isfinite(base_ms) else
+               "could not be timed on inputs of its shapes")
+        records[name] = replace(records[name], note=f"not compared: {why}")
+        del whole[name]
     candidates: dict[str, tuple[Plan, Built, AccuracyReport]] = {}
     searched = False  # one variant at most is searched segment by segment: the costly step
     for name, (variant, plan, built, report) in sorted(
@@ -324,7 +335,9 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
             origin[str(variant)] = name
             candidates[str(variant)] = settled
     finals = _timed(objective, {"fp32": fp32_built.runnable, **{
-        n: b.runnable for n, (_, b, _) in candidates.items() if b.runnable}}, clock, reporter)
+        n: b.runnable for n, (_, b, _) in candidates.items() if b.runnable}}, clock, reporter,
+        at)
+    finals = {n: ms for n, ms in finals.items() if math.isfinite(ms) or n == "fp32"}
     winner = min(finals, key=lambda n: (finals[n], n != "fp32"))
     if winner == "fp32":
         plan, built, report = fp32, fp32_built, fp32_report
@@ -338,14 +351,17 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
 
 
 def _timed(objective: Objective, runnables: Mapping[str, Runnable], clock: Clock,
-           report: Reporter | None = None) -> dict[str, float]:
+           report: Reporter | None = None, points: PointShapes | None = None
+           ) -> dict[str, float]:
     """Each plan's figure under the objective, lower is better: its latency at the
     percentile, or under `throughput` the milliseconds per inference its callers achieve
-    together (infinite over the latency budget)."""
+    together (infinite over the latency budget, or where it could not be timed). A model
+    with symbolic dimensions is timed at its profile's `points`."""
     if not objective.throughput:
-        return race(runnables, clock=clock, percentile=objective.percentile, progress=report)
+        return race(runnables, clock=clock, percentile=objective.percentile, progress=report,
+                    points=points)
     served = race_throughput(runnables, objective.concurrency, objective.percentile,
-                             clock=clock, progress=report)
+                             clock=clock, progress=report, points=points)
     budget = objective.latency_budget_ms
     return {name: (float("inf") if s.per_second <= 0 or (
         budget is not None and s.latency_ms > budget) else round(1000.0 / s.per_second, 4))
@@ -480,7 +496,8 @@ def _finish(plan: Plan, built: Built, report: AccuracyReport,
     chosen = records.get(kept)
     record = PrecisionRecord(status="searched", segments=len(cut),
                              variants=tuple(records.values()), kept=kept,
-                             end_to_end_ms=dict(timings), seconds=round(seconds, 3),
+                             end_to_end_ms={n: ms for n, ms in timings.items()
+                                            if math.isfinite(ms)}, seconds=round(seconds, 3),
                              partition_used=_partition_shares(plan, chosen, cut, names))
     decisions = dict(plan.decisions)
     for part in plan.partitions:
