@@ -88,3 +88,18 @@ def resize_align_corners_with_scales(facts: NodeFacts) -> bool:
     rounded output length, which differs whenever that product is not whole."""
     return (facts.attr("coordinate_transformation_mode") == "align_corners"
             and facts.has_input(2) and not facts.has_input(3))
+
+
+def flattens_before_13(facts: NodeFacts) -> bool:
+    """Softmax, LogSoftmax and Hardmax before opset 13 coerce their input to 2-D at `axis`
+    (default 1): true where that differs from normalising along `axis` alone, i.e. where
+    the axis is not the last one (or the rank is unknown)."""
+    if facts.opset >= 13:
+        return False
+    value_type = facts.types.get(facts.node.input[0]) if facts.node.input else None
+    if value_type is None or value_type.shape is None:
+        return True
+    rank = len(value_type.shape)
+    axis = facts.attr("axis")
+    axis = 1 if axis is None else int(axis)  # type: ignore[call-overload]
+    return (axis + rank if axis < 0 else axis) != rank - 1

@@ -43,7 +43,9 @@ class Verdict:
         if self.status == UNDECIDED:
             return f"{self.implementation}: {self.truth.summary()}"
         if self.status == AGREED:
-            return (f"{self.implementation} agrees with {self.truth.judges} (max abs error "
+            judges = self.truth.judges if self.truth.decided else \
+                next(v.voter for v in self.truth.votes if v.answered)
+            return (f"{self.implementation} agrees with {judges} (max abs error "
                     f"{self.max_abs_error:.3g})")
         return f"{self.implementation} disagrees with {self.truth.judges}: {self.why}"
 
@@ -51,12 +53,15 @@ class Verdict:
 def judge(implementation: str, got: Sequence[Outputs], truth: Truth) -> Verdict:
     """`got` (one result per feed the truth was taken on) against `truth`. Where the truth is
     undecided, an answer that agrees with none of the implementations that answered stands
-    alone against all of them: that is a disagreement too; one that sides with any of them
+    alone against all of them: that is a disagreement too; one that agrees with the only
+    implementation that answered makes two that agree; one that sides with some of several
     is undecided."""
     if truth.answers is None:
         answered = [v for v in truth.votes if v.answers is not None]
-        if not answered or any(agree_all(got, v.answers).ok  # type: ignore[arg-type]
-                               for v in answered):
+        sides = [agree_all(got, v.answers) for v in answered]  # type: ignore[arg-type]
+        if len(answered) == 1 and sides[0].ok:  # the only other answer, and it agrees
+            return Verdict(AGREED, implementation, truth, sides[0].max_abs_error)
+        if not answered or any(side.ok for side in sides):
             return Verdict(UNDECIDED, implementation, truth)
         first = agree_all(got, answered[0].answers)  # type: ignore[arg-type]
         names = ", ".join(v.voter for v in answered)

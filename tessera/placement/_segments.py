@@ -41,6 +41,8 @@ def segments(flow: DataflowGraph, order: Sequence[int], count: int = DEFAULT_SEG
     gaps = list(range(1, len(order)))  # a cut at gap g ends a segment before order[g]
     fewest = min((crossing[g] for g in gaps), default=0)
     cuttable = [g for g in gaps if crossing[g] <= fewest] or gaps
+    if not cuttable:  # one node: one segment
+        count = 1
     prefix = [0.0]
     for w in weights:
         prefix.append(prefix[-1] + w)
