@@ -263,6 +263,7 @@ def check_against_consensus(compiled: Any, feeds: dict[str, np.ndarray],
                             results: dict[str, np.ndarray]) -> None:
     """`run --check`: the results against the consensus oracle's fp32 answers (within the
     plan's accuracy budget, where it has one)."""
+    from tessera._private.accuracy import AccuracyBudget
     from tessera._private.numeric import ATOL, RTOL
     from tessera.errors import ExecutionError
     from tessera.oracle import agree_all, answers
@@ -270,7 +271,10 @@ def check_against_consensus(compiled: Any, feeds: dict[str, np.ndarray],
     truth = answers(compiled.model.proto, [feeds])
     want = truth.outputs[0]
     budget = compiled.config.options.accuracy
-    if budget is not None:  # a plan chosen under a budget (int8) is judged by it
+    record = compiled.plan.stats.precision
+    if budget is None and record is not None and record.kept != "fp32" and record.budget:
+        budget = AccuracyBudget.parse(record.budget)  # the default budget it was kept under
+    if budget is not None and not budget.exact:  # a plan chosen under a budget is judged by it
         from tessera._private.accuracy import measure
 
         report = measure([results], [want], budget, truth.judges)

@@ -145,8 +145,10 @@ def accuracy_line(stats: SearchStats, budget: object) -> str:
     """The plan's accuracy on the samples and whether it meets the budget, or why none."""
     report = stats.accuracy
     if report is None:
+        if getattr(budget, "exact", False):
+            return "accuracy: exact (fp32 only, no lower precision searched)"
         told = f" (budget {budget} not checked)" if budget is not None else ""
-        return f"accuracy: not measured{told}; no precision variant is tried without samples"
+        return f"accuracy: not measured{told}"
     return str(report.summary())
 
 

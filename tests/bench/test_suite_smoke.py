@@ -25,7 +25,7 @@ def test_the_smoke_suite_completes_and_matches_the_reference(tmp_path: Path) -> 
                                  "tessera onnxruntime", "tessera openvino", "tessera greedy",
                                  "tessera collage"]
     (model,) = result["results"]
-    assert model["model"] == "mlp" and model["reference"] == "onnx.reference"
+    assert model["model"] == "mlp" and model["reference"] == "the consensus oracle (tessera.oracle)"
     for label in result["configs"]:
         row = model["rows"][label]
         assert row["median_ms"] > 0 and row["matches"] is True, (label, row)

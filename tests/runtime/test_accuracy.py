@@ -47,10 +47,13 @@ def test_compile_records_the_plan_accuracy_on_the_validation_samples(tmp_path: P
     report = compiled.plan.stats.accuracy
     assert isinstance(report, AccuracyReport)
     validation = given[1::2]  # every second sample validates
-    reference = backends.get("reference").compile(model.proto)
+    # the consensus: ONNX Runtime unoptimised and the reference agree, so the first answers
+    reference = backends.get("onnxruntime").compile(model.proto, "onnxruntime -opt-level=disable")
     want = [reference.run(feed) for feed in validation]
     got = [compiled.run(feed) for feed in validation]
-    assert report == measure(got, want, AccuracyBudget.parse("cosine>=0.999,top1>=0.99"))
+    judges = "the consensus of onnxruntime (no graph optimisations) and onnx.reference"
+    assert report == measure(got, want, AccuracyBudget.parse("cosine>=0.999,top1>=0.99"),
+                             judges)
     assert report.samples == 2 and report.met is True
     assert report.value("max-abs", "y") == max(
         float(np.max(np.abs(g["y"].astype(np.float64) - w["y"])))
@@ -104,7 +107,7 @@ def test_samples_load_from_a_directory_for_partition(tmp_path: Path) -> None:
         np.savez(tmp_path / f"{i:03d}.npz", **sample)  # type: ignore[arg-type]
     plan = tessera.partition(_model(), "reference", samples=tmp_path)
     assert plan.stats.accuracy is not None and plan.stats.accuracy.samples == 1
-    assert plan.stats.accuracy.value("max-abs", "y") == 0.0  # the reference against itself
+    assert plan.stats.accuracy.value("max-abs", "y") < 1e-6  # the reference, against the consensus
     assert len(Samples.load(tmp_path, _model())) == 3
 
 

@@ -50,7 +50,7 @@ def test_the_signature_of_the_last_accepted_call_is_kept() -> None:
 
 @pytest.mark.parametrize("target", DIRECT)
 def test_a_direct_run_still_refuses_what_the_model_does_not_take(target: str) -> None:
-    compiled = tessera.compile(_relu(), target)
+    compiled = tessera.compile(_relu(), target, accuracy="exact")
     assert compiled.executor.whole is not None
     x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
     for _ in range(2):  # the first call is checked in full, the second goes direct
@@ -68,7 +68,7 @@ def test_a_direct_run_still_refuses_what_the_model_does_not_take(target: str) ->
 
 @pytest.mark.parametrize("target", DIRECT)
 def test_a_direct_calls_failure_is_an_execution_error_naming_the_nodes(target: str) -> None:
-    compiled = tessera.compile(_relu(), target)
+    compiled = tessera.compile(_relu(), target, accuracy="exact")
     call = compiled.parts[0].direct_call()
     assert call is not None
     error = compiled.parts[0].failure(RuntimeError("out of memory"))
@@ -82,7 +82,7 @@ def test_a_direct_calls_failure_is_an_execution_error_naming_the_nodes(target: s
 def test_a_direct_run_takes_read_only_and_strided_arrays(target: str) -> None:
     """The direct call shares the caller's arrays with the backend where it can; arrays it
     cannot share (read-only, not C-contiguous) are copied as the backend's own API would."""
-    compiled = tessera.compile(_relu(), target)
+    compiled = tessera.compile(_relu(), target, accuracy="exact")
     x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
     compiled.run({"x": x})  # the signature is seen: the next calls go direct
     frozen = x.copy()
@@ -98,7 +98,7 @@ def test_a_direct_run_takes_read_only_and_strided_arrays(target: str) -> None:
 def test_openvino_goes_below_its_input_dispatch_for_plain_tensors() -> None:
     from tessera.backends.openvino import _lean_infer
 
-    part = tessera.compile(_relu(), "openvino").parts[0]
+    part = tessera.compile(_relu(), "openvino", accuracy="exact").parts[0]
     assert _lean_infer(part.compiled, part.inputs) is not None  # type: ignore[attr-defined]
     mismatched = [type(s)(s.name, "float64", s.shape) for s in part.inputs]
     assert _lean_infer(part.compiled, mismatched) is None  # converted by OpenVINO's dispatch

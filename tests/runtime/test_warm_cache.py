@@ -49,14 +49,14 @@ def _expected(model: onnx.ModelProto) -> np.ndarray:
 def test_a_second_compile_reloads_the_first_ones_partition(
         cache: Path, monkeypatch: pytest.MonkeyPatch, backend: str, form: str) -> None:
     _needs(backend)
-    first = tessera.compile(mlp(), backend)
+    first = tessera.compile(mlp(), backend, accuracy="exact")
     entries = sorted(cache.iterdir())
     assert len(entries) == 1 and (entries[0] / form).is_file()
     assert (entries[0] / "entry.json").is_file()
     written = _files(cache)
     used = (entries[0] / "entry.json").stat().st_mtime_ns
     os.utime(entries[0] / "entry.json", ns=(used - 10**9, used - 10**9))
-    second = tessera.compile(mlp(), backend)
+    second = tessera.compile(mlp(), backend, accuracy="exact")
     assert _files(cache) == written  # reloaded: nothing compiled or written again
     assert (entries[0] / "entry.json").stat().st_mtime_ns > used - 10**9  # marked as used
     for compiled in (first, second):
@@ -77,10 +77,10 @@ def test_other_weights_or_names_are_other_entries(cache: Path,
 
 def test_a_damaged_entry_is_rebuilt(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _needs("openvino")
-    tessera.compile(mlp(), "openvino")
+    tessera.compile(mlp(), "openvino", accuracy="exact")
     (entry,) = cache.iterdir()
     (entry / "model.xml").write_text("<not ir")
-    compiled = tessera.compile(mlp(), "openvino")  # the reload fails; compiled afresh
+    compiled = tessera.compile(mlp(), "openvino", accuracy="exact")  # the reload fails
     np.testing.assert_allclose(compiled.run(_FEEDS)["y"], _expected(mlp()), rtol=1e-5,
                                atol=1e-6)
     assert (entry / "model.xml").read_text().startswith("<?xml")
@@ -218,9 +218,9 @@ def test_a_partition_on_one_core_reuses_the_entry_of_the_same_on_many(
     kept under the target's code key, so a device's `-num-cores` (the backend's threads)
     reuses it, and the threads are applied as the entry is loaded."""
     _needs(backend)
-    tessera.compile(mlp(), backend)
+    tessera.compile(mlp(), backend, accuracy="exact")
     written = _files(cache)
-    one = tessera.compile(mlp(), f"{backend},cpu -num-cores=1")
+    one = tessera.compile(mlp(), f"{backend},cpu -num-cores=1", accuracy="exact")
     assert _files(cache) == written  # the same entry, reloaded
     assert one.parts[0].target.attrs["num-threads"] in (1, 0)  # 0: a one-core machine
     np.testing.assert_allclose(one.run(_FEEDS)["y"], _expected(mlp()), rtol=1e-5, atol=1e-6)
