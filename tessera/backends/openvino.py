@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends import _deviations as dev
@@ -126,6 +126,9 @@ def _runtime_shape(facts: dev.NodeFacts, index: int) -> tuple[int | str | None, 
     value_type = facts.types.get(facts.node.input[index])
     return value_type.shape if value_type is not None else None
 
+
+_DOT_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "LSTM", "GRU", "RNN")
+MIN_FLOAT_FORM_WEIGHTS = 16_384  # below this, a float form saves less than timing noise
 
 DEVIATIONS = (
     dev.Deviation(("*",), "the CPU plugin computes float64 as float32 (infinities saturate)",
@@ -284,6 +287,18 @@ class OpenVinoBackend(ProbedBackend):
         if target.attrs["precision"] != "int8":
             return submodel
         return _quantize.quantize(submodel, "static", calibration, backend="openvino")
+
+    def variant_suits(self, variant: Target, weights_by_op: Mapping[str, int]) -> Support:
+        # bf16 and f16 speed up the dot products of matrix products and convolutions only
+        if variant.attrs["precision"] not in ("bf16", "f16"):
+            return Support(True)
+        dot = sum(n for op, n in weights_by_op.items() if op in _DOT_OPS)
+        if dot < MIN_FLOAT_FORM_WEIGHTS:
+            return Support(False, f"{variant.attrs['precision']} speeds up matrix products "
+                                  f"and convolutions, and their weights here are {dot:,} "
+                                  f"elements (under {MIN_FLOAT_FORM_WEIGHTS:,}): no "
+                                  "measurable time to save")
+        return Support(True)
 
     def precision_variants(self, target: Target) -> tuple[Target, ...]:
         if "precision" in target.explicit_attrs:
