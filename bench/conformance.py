@@ -10,7 +10,7 @@ counted. A backend is judged only where its `supports()` claims the node; a clai
 the consensus is against is a failure, and every failure becomes a deviation entry of that
 backend, so the matrix holds 0 of them.
 
-    python -m bench.conformance                       # docs/coverage.md, bench/results/conformance.json
+    python -m bench.conformance           # docs/coverage.md, bench/results/conformance.json
     python -m bench.conformance --per-version 1 --ops Softmax BatchNormalization"""
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ def multi_version_ops() -> dict[str, list[int]]:
     for schema in defs.get_all_schemas_with_history():
         if schema.domain in ("", "ai.onnx") and not schema.deprecated:
             versions[schema.name].add(schema.since_version)
-    return {op: sorted({max(v, 7) for v in found if v >= 7 or max(found) > 7 and
-                        v == max(x for x in found if x <= 7)})
+    return {op: sorted({max(v, 7) for v in found if v >= 7 or (max(found) > 7 and
+                        v == max(x for x in found if x <= 7))})
             for op, found in sorted(versions.items()) if len(found) > 1}
 
 
