@@ -122,7 +122,7 @@ def compile_command(ctx: click.Context, model: str, targets: str, executor: str 
 
 def print_plan_stats(plan: Plan) -> None:
     for line in (interrupted_line(plan.stats), search_line(plan.stats),
-                 end_to_end_line(plan.stats)):
+                 end_to_end_line(plan.stats), plan.stats.guard_cost):
         if line is not None:
             click.echo(line)
 

@@ -101,6 +101,8 @@ def render(plan: object, model: object, label: str, budget: object = None) -> st
     lines.append(common.accuracy_line(stats, budget))
     lines += common.precision_lines(stats)
     lines += common.shape_lines(stats)
+    if stats.guard_cost:
+        lines.append(stats.guard_cost)
     if stats.disagreements:  # the guard's evidence, judged by the consensus oracle
         lines.append(f"disagreements with the consensus: {len(stats.disagreements)}")
         lines += [f"  {d}" for d in stats.disagreements]

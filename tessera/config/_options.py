@@ -202,18 +202,23 @@ class FlowOptions:
         False, "collage: use cost records measured on another machine fingerprint when this "
         "machine has none", cache_key=True, parse=parse_bool)
     numeric_guard: bool = _option(
-        True, "check each partition against the reference on random inputs; a backend that "
-        "disagrees or fails gives that partition back and placement is redone",
+        True, "judge each partition on random inputs against the consensus of independent "
+        "implementations (docs/trust.md); a backend that fails gives its partition back, one "
+        "the consensus is against gives back the smallest subgraph that disagrees, and "
+        "placement is redone",
         cache_key=True, parse=parse_bool)
     threads: str = _option(
         "auto", "thread policy: native (each backend's own fastest pool settings), shared (one "
         "budget of cores, no spinning pools), or auto (native for a one-partition plan, shared "
         "for a mixed one)", cache_key=True, parse=_thread_policy)
     accuracy: AccuracyBudget | None = _option(  # noqa: RUF009 (a frozen value)
-        None, "budget the plan's outputs keep against the reference on the user's samples: "
+        None, "budget the plan's outputs keep against the consensus fp32 answers: "
         "max-abs<=X, max-rel<=X, cosine>=X, top1>=X (argmax agreement along the last axis), "
-        "joined by commas, e.g. cosine>=0.999,top1>=0.99; measured only when samples are "
-        "given", cache_key=True, parse=_accuracy)
+        "joined by commas, e.g. cosine>=0.999,top1>=0.99, or exact (fp32 only). Unset: the "
+        "float forms the CPU computes natively (bf16, f16) are searched under "
+        "cosine>=0.9995; int8 is tried only with a budget and the user's samples. Without "
+        "samples, inputs are generated in the ranges the model implies",
+        cache_key=True, parse=_accuracy)
     shapes: ShapeProfile | None = _option(  # noqa: RUF009 (a frozen value)
         None, "the sizes of the model's symbolic dimensions placement measures at, and the "
         "ranges run accepts: NAME=V1,V2 (representative values, each measured; V@W weighs "

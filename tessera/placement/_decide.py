@@ -129,6 +129,7 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
     db = db if db is not None or not collage else CostDB()
     banned: dict[str, dict[str, str]] = {}
     seen: list[Disagreement] = []  # what the guard found, over every round
+    before_bans: tuple[str, float] | None = None  # the first plan's kept rival and its time
     while True:
         if collage:
             assert db is not None
@@ -164,6 +165,9 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
         if not verdicts:
             if seen:
                 plan = plan.with_stats(disagreements=tuple(seen))
+            cost = _ban_cost(before_bans, plan, seen)
+            if cost is not None:
+                plan = plan.with_stats(guard_cost=cost)
             if guarded:
                 plan = remember_guard_passed(db, plan) if db is not None else \
                     plan.with_stats(numeric_guard="passed")
@@ -174,6 +178,8 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
                                        clock, resolved, progress)
             except KeyboardInterrupt:  # the fp32 plan, built and checked
                 return Placement(*keep_fp32(placed.plan, placed.built, progress))
+        if before_bans is None:
+            before_bans = _kept_time(plan)
         _ban(plan, verdicts, banned)  # each round bans at least one pair: it ends
 
 
@@ -308,6 +314,26 @@ def _ban(plan: Plan, verdicts: Mapping[int, Finding], banned: dict[str, dict[str
         for node in finding.nodes:  # a one-thread variant bans the target it came from
             for target in dict.fromkeys((str(part.target), base_target(str(part.target)))):
                 banned.setdefault(node, {})[target] = finding.reason
+
+
+def _kept_time(plan: Plan) -> tuple[str, float] | None:
+    """The plan's kept rival and its end-to-end time, where a race timed it."""
+    timings, kept = plan.stats.end_to_end_ms or {}, plan.stats.kept
+    value = timings.get(kept) if kept is not None else None
+    return (str(kept), float(value)) if isinstance(value, float) else None
+
+
+def _ban_cost(before: tuple[str, float] | None, plan: Plan,
+              seen: list[Disagreement]) -> str | None:
+    """Where the guard's bans made the plan slower than the best plan they banned, by how
+    much and on what evidence (None where they cost nothing measurable)."""
+    after = _kept_time(plan)
+    if before is None or after is None or after[1] <= before[1] * 1.02:
+        return None
+    evidence = "; ".join(str(d) for d in seen[:3])
+    return (f"the numeric guard's bans cost {after[1] - before[1]:.3f} ms: the plan kept "
+            f"runs {after[1]:.3f} ms, the fastest plan before them ({before[0]}) "
+            f"{before[1]:.3f} ms; evidence: {evidence}")
 
 
 def _verified(model: Model, config: CompilationConfig, plan: Plan,

@@ -97,7 +97,7 @@ def variants_of(config: CompilationConfig) -> list[Target]:
     return found
 
 
-GENERATED = 16  # inputs generated where the user gave no samples: 8 judge, 8 calibrate
+GENERATED = 8  # inputs generated where the user gave no samples: 4 judge (float forms)
 
 
 def float_form(target: Target) -> bool:

@@ -257,6 +257,7 @@ class SearchStats(Mapping[str, Any]):
     # what the guard found against the consensus: bans' evidence, outvoted implementations
     # and undecided verdicts
     disagreements: tuple[Disagreement, ...] | None = None
+    guard_cost: str | None = None  # where the guard's bans made the plan slower, how much
     fallback_from: tuple[str, ...] | None = None  # backends an artifact load re-placed
     # the plan against the reference on the user's validation samples, after the search
     accuracy: AccuracyReport | None = None

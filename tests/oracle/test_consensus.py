@@ -118,3 +118,23 @@ def test_a_partition_stays_on_openvino_although_the_reference_disagrees(
     assert "Softmax" in seen[0].ops and seen[0].opset == 9
     want = answers(_softmax9(), [_feeds()]).outputs[0]["y"]
     np.testing.assert_allclose(compiled.run(_feeds())["y"], want, rtol=1e-4, atol=1e-6)
+
+
+def test_bans_that_make_the_plan_slower_say_so_with_their_evidence() -> None:
+    from tessera.oracle import Disagreement
+    from tessera.placement import Plan
+    from tessera.placement._decide import _ban_cost, _kept_time
+
+    evidence = Disagreement("openvino", ("Softmax",), 11, ("sm",), (("x", (1, 4, 4)),),
+                            "output 'y' differs", "onnxruntime and onnx.reference")
+    banned = Plan((), "collage", stats={"end_to_end_ms": {"searched": 1.0, "greedy": 1.4},
+                                        "kept": "searched"})
+    slower = Plan((), "collage", stats={"end_to_end_ms": {"searched": 1.5}, "kept": "searched"})
+    same = Plan((), "collage", stats={"end_to_end_ms": {"searched": 1.01}, "kept": "searched"})
+    before = _kept_time(banned)
+    assert before == ("searched", 1.0)
+    cost = _ban_cost(before, slower, [evidence])
+    assert cost is not None and cost.startswith("the numeric guard's bans cost 0.500 ms")
+    assert "openvino on Softmax (opset 11" in cost
+    assert _ban_cost(before, same, [evidence]) is None  # within noise: nothing to say
+    assert _ban_cost(None, slower, [evidence]) is None  # no race before the bans

@@ -18,6 +18,7 @@ from tessera.ir import load_model
 from tessera.placement import Plan
 from tessera.placement._plan import make_partitions
 from tessera.placement._precision import (
+    GENERATED,
     MIN_SAVING,
     PROBE,
     PrecisionSetup,
@@ -165,7 +166,7 @@ def test_the_precision_setup_says_why_not_or_what_judges() -> None:
         return
     assert isinstance(setup, PrecisionSetup) and setup.float_only and setup.generated
     assert str(setup.config.options.accuracy) == "cosine>=0.9995"
-    assert len(setup.samples) == 16
+    assert len(setup.samples) == GENERATED
 
 
 def test_variants_are_offered_per_target_and_a_precision_the_user_set_is_kept() -> None:
@@ -284,7 +285,7 @@ def test_a_dynamic_model_keeps_a_float_form_within_the_default_budget() -> None:
     record = compiled.plan.stats.precision
     assert record is not None and record.status == "searched", record
     assert record.budget == "cosine>=0.9995"
-    assert record.inputs == "16 inputs generated in the ranges the model implies"
+    assert record.inputs == f"{GENERATED} inputs generated in the ranges the model implies"
     assert record.end_to_end_ms and all(ms < float("inf") for ms in record.end_to_end_ms.values())
     timed = [v for v in record.variants if v.whole_ms is not None]
     assert timed and all("not compared" not in v.note for v in record.variants)

@@ -1,0 +1,177 @@
+"""Defaults against defaults: what a user gets from tessera with no samples and no budget,
+against what each backend gives with its own defaults, on the suite's models.
+
+Per model (batch 1), in one process and one run:
+- `ONNX Runtime defaults`: a plain `InferenceSession` (fp32);
+- `OpenVINO defaults`: `Core().compile_model(path, "CPU")`, which computes in bf16 on a CPU
+  with AVX-512 BF16 or AMX (the row says what it computed in);
+- `tessera`: `tessera.compile(path, "openvino,onnxruntime,cpu")` cold (empty caches), no
+  samples: the float forms the CPU computes natively are searched under the default budget
+  `cosine>=0.9995` on generated inputs.
+
+Each row's accuracy is its lowest cosine against the consensus oracle's fp32 answers on 4
+generated inputs (`tessera.ir._implied.implied_inputs`, seeds apart from the compile's).
+Each row is timed in its own block, in rounds; the ratio is the faster native default's median
+over tessera's (higher is faster; the target is at least 0.98).
+
+    python -m bench.defaults                         # bench/results/defaults.{md,json}
+    python -m bench.defaults --models mobilenetv2 --rounds 1"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench._rounds import in_rounds, machine
+from bench.precision import cold_caches, commit
+
+MODELS = ["resnet50", "mobilenetv2", "efficientnet-b0", "bert-base", "gpt2-small", "vit-b16",
+          "convnext", "unet", "hybrid"]
+TARGETS = "openvino,onnxruntime,cpu"
+RESULTS = Path(__file__).parent / "results"
+CHECKS = 4
+
+
+def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
+    import onnx
+    import onnxruntime as ort
+    import openvino as ov
+
+    import tessera
+    from tessera import zoo
+    from tessera._private.accuracy import measure
+    from tessera.ir import load_model
+    from tessera.ir._implied import implied_inputs
+    from tessera.oracle import answers
+
+    path = str(zoo.export(name))
+    model = load_model(path)
+    feeds = implied_inputs(model, CHECKS, seed=1000)
+    truth = answers(onnx.load(path), feeds)
+    outputs = [o.name for o in onnx.load(path, load_external_data=False).graph.output]
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    core = ov.Core()
+    compiled_ov = core.compile_model(core.read_model(path), "CPU")
+    request = compiled_ov.create_infer_request()
+    ov_precision = str(compiled_ov.get_property("INFERENCE_PRECISION_HINT"))
+
+    def ov_run(feed: dict[str, Any]) -> dict[str, Any]:
+        result = request.infer(dict(feed), share_inputs=True)
+        return dict(zip(outputs, result.to_tuple(), strict=False))
+
+    def ort_run(feed: dict[str, Any]) -> dict[str, Any]:
+        return dict(zip(outputs, session.run(None, feed), strict=True))
+
+    with tempfile.TemporaryDirectory() as cache, cold_caches(Path(cache)):
+        began = time.perf_counter()
+        compiled = tessera.compile(path, TARGETS)
+        compile_s = time.perf_counter() - began
+        runs = {"ONNX Runtime defaults": ort_run, "OpenVINO defaults": ov_run,
+                "tessera": compiled.run}
+        accuracy = {label: measure([run(f) for f in feeds], truth.outputs)
+                    for label, run in runs.items()}
+        feed = feeds[0]
+        timed = in_rounds({label: (lambda run=run: run(feed)) for label, run in runs.items()},
+                          rounds=rounds, seconds=seconds)
+    record = compiled.plan.stats.precision
+    plan = " + ".join(f"{p.target}[{len(p.nodes)}]" for p in compiled.plan.partitions)
+    runs.clear()  # the sessions go with the closures when this returns
+    natives = ("ONNX Runtime defaults", "OpenVINO defaults")
+    faster = min(natives, key=lambda k: timed[k].median_ms)
+
+    def cosine(label: str) -> float:
+        return min((m.value for m in accuracy[label].values if m.metric == "cosine"),
+                   default=1.0)
+
+    return {
+        "model": name, "compile_s": round(compile_s, 1),
+        "plan": plan,
+        "precision": None if record is None else {
+            "status": record.status, "kept": record.kept, "budget": record.budget,
+            "inputs": record.inputs,
+            "variants": [{"target": v.target, "whole_ms": v.whole_ms,
+                          "budget_used": v.whole_used, "note": v.note}
+                         for v in record.variants]},
+        "openvino_default_precision": ov_precision,
+        "judges": truth.judges,
+        "cosine": {label: round(cosine(label), 6) for label in runs},
+        "timings": {k: m.to_dict() for k, m in timed.items()},
+        "faster_native": faster,
+        "ratio": round(timed[faster].median_ms / timed["tessera"].median_ms, 3),
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    rows = result["models"]
+    bf16 = any(r["openvino_default_precision"] != "f32" for r in rows)
+    lines = ["# Defaults against defaults", "",
+             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
+             f"Machine: {result['machine']}", "",
+             "Batch 1. No samples, no budget: tessera compiles cold with `" + TARGETS + "` and "
+             "searches the float forms the CPU computes natively under its default budget "
+             "`cosine>=0.9995` on generated inputs. Accuracy: each row's lowest cosine against "
+             f"the consensus oracle's fp32 answers on {CHECKS} other generated inputs. Each row "
+             f"timed in its own block, {result['rounds']} round(s) of {result['seconds']} s; "
+             "ratio = the faster native default over tessera (higher is faster; the target is "
+             "at least 0.98).", ""]
+    if not bf16:
+        lines += ["This CPU has no native bf16 or f16: the float forms were not available, "
+                  "and every row computes in fp32.", ""]
+    lines += ["| model | ORT defaults ms | OpenVINO defaults ms (computes in) | tessera ms | "
+              "ratio | tessera kept | cosine ORT / OpenVINO / tessera | cold compile s |",
+              "|---|---:|---:|---:|---:|---|---|---:|"]
+    for r in rows:
+        t, c = r["timings"], r["cosine"]
+        kept = r["precision"]["kept"] if r["precision"] else "fp32"
+        lines.append(
+            f"| {r['model']} | {t['ONNX Runtime defaults']['median_ms']:.2f} | "
+            f"{t['OpenVINO defaults']['median_ms']:.2f} ({r['openvino_default_precision']}) | "
+            f"{t['tessera']['median_ms']:.2f} | {r['ratio']:.3f} | {kept} | "
+            f"{c['ONNX Runtime defaults']:.5f} / {c['OpenVINO defaults']:.5f} / "
+            f"{c['tessera']:.5f} | {r['compile_s']} |")
+    ratios = [r["ratio"] for r in rows]
+    geo = float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")
+    lines += ["", f"Geometric mean ratio {geo:.3f}, lowest {min(ratios, default=0):.3f} "
+              f"({sum(r >= 0.98 for r in ratios)} of {len(ratios)} rows at 0.98 or more)."]
+    for r in rows:
+        p = r["precision"]
+        if p and p["variants"]:
+            notes = "; ".join(f"{v['target']}: {v['note'] or 'kept'}" for v in p["variants"])
+            lines.append(f"- {r['model']}: {notes}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=MODELS)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--out", default=str(RESULTS / "defaults"))
+    args = parser.parse_args(argv)
+    models = []
+    for name in args.models:
+        row = bench_model(name, args.rounds, args.seconds)
+        print(f"{name}: ratio {row['ratio']}, cosine {row['cosine']['tessera']}", flush=True)
+        models.append(row)
+    command = "python -m bench.defaults" + (
+        f" --models {' '.join(args.models)}" if args.models != MODELS else "") + (
+        f" --rounds {args.rounds}" if args.rounds != 3 else "") + (
+        f" --seconds {args.seconds}" if args.seconds != 1.0 else "")
+    result = {"command": command, "commit": commit(), "machine": machine(),
+              "rounds": args.rounds, "seconds": args.seconds, "models": models}
+    out = Path(args.out)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
