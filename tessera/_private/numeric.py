@@ -31,7 +31,15 @@ def agree(got: Mapping[str, Any], want: Mapping[str, Any], *, rtol: float = RTOL
     for name, expected in want.items():
         have = got.get(name)
         if have is None:
+            if expected is None:  # an empty optional on both sides
+                continue
             return Agreement(False, float("inf"), f"output {name!r} is missing")
+        if isinstance(expected, list | tuple) or isinstance(have, list | tuple):
+            verdict = _agree_sequence(name, have, expected, rtol, atol, scaled)
+            if not verdict:
+                return verdict
+            worst = max(worst, verdict.max_abs_error)
+            continue
         have, expected = np.asarray(have), np.asarray(expected)
         if have.shape != expected.shape:
             return Agreement(False, float("inf"), f"output {name!r} has shape "
@@ -56,6 +64,24 @@ def agree(got: Mapping[str, Any], want: Mapping[str, Any], *, rtol: float = RTOL
             return Agreement(False, worst, f"output {name!r} differs from the reference "
                              f"beyond rtol {rtol:g}, atol {limit:g} (max abs error "
                              f"{error:.3g})")
+    return Agreement(True, worst)
+
+
+def _agree_sequence(name: str, have: Any, expected: Any, rtol: float, atol: float,
+                    scaled: bool) -> Agreement:
+    """A sequence output, element by element."""
+    if not isinstance(have, list | tuple) or not isinstance(expected, list | tuple):
+        return Agreement(False, float("inf"), f"output {name!r} is a sequence on one side "
+                                              "and a tensor on the other")
+    if len(have) != len(expected):
+        return Agreement(False, float("inf"), f"output {name!r} has {len(have)} elements, "
+                                              f"the reference {len(expected)}")
+    worst = 0.0
+    for index, (h, e) in enumerate(zip(have, expected, strict=True)):
+        verdict = agree({name: h}, {name: e}, rtol=rtol, atol=atol, scaled=scaled)
+        if not verdict:
+            return Agreement(False, verdict.max_abs_error, f"{verdict.why} (element {index})")
+        worst = max(worst, verdict.max_abs_error)
     return Agreement(True, worst)
 
 

@@ -8,7 +8,8 @@ import re
 # 'Exception from src/inference/src/cpp/core.cpp:117:', ONNX Runtime's
 # '[ONNXRuntimeError] : 1 : FAIL :' prefix alone, a C++ file and line
 _WHERE_ONLY = re.compile(
-    r"^(Exception from \S+:\d+:?|\S+\.(cpp|cc|hpp|h):\d+:?|\[ONNXRuntimeError\] : \d+ : \w+ :?)$")
+    r"^(Exception from \S+:\d+:?|\S+\.(cpp|cc|hpp|h):\d+:?|\[ONNXRuntimeError\] : \d+ : \w+ :?"
+    r"|Check '.*' failed at \S+:\d+:?)$")
 
 
 def informative_lines(text: str) -> list[str]:

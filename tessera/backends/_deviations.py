@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["Deviation", "NodeFacts", "first_deviation"]
 
 FLOAT64 = dtypes.DOUBLE
+FLOAT16 = dtypes.FLOAT16
 BFLOAT16 = dtypes.BFLOAT16
 FLOAT8 = dtypes.MINIFLOATS  # float8 variants, float4e2m1, float8e8m0
 SIGNED_INTEGERS = dtypes.SIGNED_INTEGERS

@@ -117,9 +117,13 @@ class Compiled:
 
     def failure(self, err: Exception) -> ExecutionError:
         """`err`, raised by the backend's runtime, as the ExecutionError naming its nodes."""
+        from tessera._private.text import informative_lines
+
+        # the informative line first: native libraries open with where they raised
+        text = "\n".join(informative_lines(str(err))) or str(err)
         return ExecutionError(
             f"{self.backend} failed running nodes {self.node_names[:6]}"
-            f"{' ...' if len(self.node_names) > 6 else ''}: {type(err).__name__}: {err}")
+            f"{' ...' if len(self.node_names) > 6 else ''}: {type(err).__name__}: {text}")
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         raise NotImplementedError

@@ -52,22 +52,20 @@ class Verdict:
 
 def judge(implementation: str, got: Sequence[Outputs], truth: Truth) -> Verdict:
     """`got` (one result per feed the truth was taken on) against `truth`. Where the truth is
-    undecided, an answer that agrees with none of the implementations that answered stands
-    alone against all of them: that is a disagreement too; one that agrees with the only
-    implementation that answered makes two that agree; one that sides with some of several
-    is undecided."""
+    undecided, one that agrees with the only implementation that answered makes two that
+    agree; anything else is undecided: no majority is against it (`why` says where it sides
+    with none)."""
     if truth.answers is None:
         answered = [v for v in truth.votes if v.answers is not None]
         sides = [agree_all(got, v.answers) for v in answered]  # type: ignore[arg-type]
         if len(answered) == 1 and sides[0].ok:  # the only other answer, and it agrees
             return Verdict(AGREED, implementation, truth, sides[0].max_abs_error)
-        if not answered or any(side.ok for side in sides):
-            return Verdict(UNDECIDED, implementation, truth)
-        first = agree_all(got, answered[0].answers)  # type: ignore[arg-type]
-        names = ", ".join(v.voter for v in answered)
-        return Verdict(DISAGREED, implementation, truth, first.max_abs_error,
-                       f"agrees with none of {names} (no majority among them; against "
-                       f"{answered[0].voter}: {first.why.replace('the other', 'theirs')})")
+        if len(answered) >= 2 and not any(side.ok for side in sides):
+            first = sides[0]
+            names = ", ".join(v.voter for v in answered)
+            return Verdict(UNDECIDED, implementation, truth, first.max_abs_error,
+                           f"agrees with none of {names}, and they with no other")
+        return Verdict(UNDECIDED, implementation, truth)
     compared = agree_all(got, truth.answers)
     why = compared.why.replace("the other", "the consensus")
     return Verdict(AGREED if compared.ok else DISAGREED, implementation, truth,

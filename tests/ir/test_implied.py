@@ -44,7 +44,7 @@ def test_ids_stay_inside_their_table_and_masks_are_ones() -> None:
     assert len(samples) == 4
     for feeds in samples:
         assert feeds["ids"].shape == (2, 16) and feeds["ids"].dtype == np.int32
-        assert 0 <= feeds["ids"].min() and feeds["ids"].max() < 37
+        assert feeds["ids"].min() >= 0 and feeds["ids"].max() < 37
         assert set(np.unique(feeds["token_type_ids"])) <= {0, 1}
         np.testing.assert_array_equal(feeds["attention_mask"], np.ones((2, 16), np.int64))
         assert feeds["x"].shape == (2, 16, 4) and feeds["x"].dtype == np.float32

@@ -96,9 +96,10 @@ def test_no_majority_is_undecided_and_names_who_said_what() -> None:
         got = backends.get("reference").compile(_softmax9(), check=False).run(_feeds())
         verdict = judge("reference", [got], truth)
         assert verdict.status == "undecided" and verdict.why == ""
-        # an answer that sides with none of them stands alone against all: a disagreement
+        # an answer that sides with none of them: still no majority against it, and said so
         alone = judge("quintupled", [{k: v * 5 for k, v in got.items()}], truth)
-        assert alone.disagreed and "agrees with none of reference, doubled, tripled" in alone.why
+        assert alone.status == "undecided" and not alone.disagreed
+        assert "agrees with none of reference, doubled, tripled" in alone.why
         assert "undecided" in str(verdict) and "tripled" in str(verdict)
         # where no majority exists, an answer is never silently one of them
         picked = answers(_softmax9(), [_feeds()], oracle)
@@ -138,3 +139,15 @@ def test_bans_that_make_the_plan_slower_say_so_with_their_evidence() -> None:
     assert "openvino on Softmax (opset 11" in cost
     assert _ban_cost(before, same, [evidence]) is None  # within noise: nothing to say
     assert _ban_cost(None, slower, [evidence]) is None  # no race before the bans
+
+
+def test_sequence_and_optional_outputs_are_compared_element_by_element() -> None:
+    from tessera._private.numeric import agree
+
+    a = [np.ones(3, np.float32), np.zeros(2, np.float32)]
+    assert agree({"s": a}, {"s": [x.copy() for x in a]}).ok
+    off = agree({"s": [a[0], a[1] + 1]}, {"s": a})
+    assert not off.ok and "(element 1)" in off.why
+    assert not agree({"s": a[:1]}, {"s": a}).ok  # a different length
+    assert not agree({"s": a[0]}, {"s": a}).ok  # a tensor where a sequence is expected
+    assert agree({"o": None}, {"o": None}).ok  # an empty optional on both sides
