@@ -101,7 +101,7 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
                          for v in record.variants]},
         "openvino_default_precision": ov_precision,
         "judges": truth.judges,
-        "cosine": {label: round(cosine(label), 6) for label in runs},
+        "cosine": {label: round(cosine(label), 6) for label in accuracy},
         "timings": {k: m.to_dict() for k, m in timed.items()},
         "faster_native": faster,
         "ratio": round(timed[faster].median_ms / timed["tessera"].median_ms, 3),
