@@ -60,7 +60,8 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
     core = ov.Core()
     compiled_ov = core.compile_model(core.read_model(path), "CPU")
     request = compiled_ov.create_infer_request()
-    ov_precision = str(compiled_ov.get_property("INFERENCE_PRECISION_HINT"))
+    hint = compiled_ov.get_property("INFERENCE_PRECISION_HINT")
+    ov_precision = str(getattr(hint, "get_type_name", lambda: hint)())
 
     def ov_run(feed: dict[str, Any]) -> dict[str, Any]:
         result = request.infer(dict(feed), share_inputs=True)
@@ -108,8 +109,16 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
     }
 
 
+def _precision_name(text: str) -> str:
+    """'bf16' from OpenVINO's element type, however it was written down."""
+    return {"<Type: 'bfloat16'>": "bf16", "<Type: 'float32'>": "f32",
+            "<Type: 'float16'>": "f16"}.get(text, text)
+
+
 def markdown(result: dict[str, Any]) -> str:
     rows = result["models"]
+    for r in rows:
+        r["openvino_default_precision"] = _precision_name(r["openvino_default_precision"])
     bf16 = any(r["openvino_default_precision"] != "f32" for r in rows)
     lines = ["# Defaults against defaults", "",
              f"Command: `{result['command']}` at commit `{result['commit']}`", "",
