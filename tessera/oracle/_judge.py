@@ -30,6 +30,7 @@ class Verdict:
     truth: Truth
     max_abs_error: float = 0.0
     why: str = ""
+    shared: bool = True  # some other implementation gave the same answer (undecided ones)
 
     @property
     def agreed(self) -> bool:
@@ -38,6 +39,12 @@ class Verdict:
     @property
     def disagreed(self) -> bool:
         return self.status == DISAGREED
+
+    @property
+    def untrusted(self) -> bool:
+        """What the numeric guard bans on: the consensus against it, or, with no majority,
+        an answer no other implementation that answered shares."""
+        return self.disagreed or (self.status == UNDECIDED and not self.shared)
 
     def __str__(self) -> str:
         if self.status == UNDECIDED:
@@ -60,11 +67,12 @@ def judge(implementation: str, got: Sequence[Outputs], truth: Truth) -> Verdict:
         sides = [agree_all(got, v.answers) for v in answered]  # type: ignore[arg-type]
         if len(answered) == 1 and sides[0].ok:  # the only other answer, and it agrees
             return Verdict(AGREED, implementation, truth, sides[0].max_abs_error)
-        if len(answered) >= 2 and not any(side.ok for side in sides):
-            first = sides[0]
+        if answered and not any(side.ok for side in sides):
             names = ", ".join(v.voter for v in answered)
-            return Verdict(UNDECIDED, implementation, truth, first.max_abs_error,
-                           f"agrees with none of {names}, and they with no other")
+            why = sides[0].why.replace("the other", "theirs")
+            return Verdict(UNDECIDED, implementation, truth, sides[0].max_abs_error,
+                           f"agrees with none of {names} (against {answered[0].voter}: {why})",
+                           shared=False)
         return Verdict(UNDECIDED, implementation, truth)
     compared = agree_all(got, truth.answers)
     why = compared.why.replace("the other", "the consensus")
@@ -120,8 +128,8 @@ class Narrowed:
 
 def narrow(model: Model, nodes: Sequence[str], feeds: Mapping[str, Any], run: Run,
            oracle: Oracle, implementation: str, verdict: Verdict) -> Narrowed:
-    """The smallest window of `nodes` (topological order) on which `run` still disagrees
-    with the consensus; `verdict` is the disagreement on all of them. A step the consensus
+    """The smallest window of `nodes` (topological order) on which `run` is still untrusted
+    (`Verdict.untrusted`); `verdict` is the verdict on all of them. A step the consensus
     cannot decide, or where `run` fails, counts as not shown, so the window only grows."""
     order = list(nodes)
 
@@ -145,7 +153,7 @@ def narrow(model: Model, nodes: Sequence[str], feeds: Mapping[str, Any], run: Ru
     while low < end:  # the shortest disagreeing prefix
         middle = (low + end) // 2
         found = verdict_on(order[:middle], feeds)
-        if found is not None and found.disagreed:
+        if found is not None and found.untrusted:
             end, best = middle, found
         else:
             low = middle + 1
@@ -154,7 +162,7 @@ def narrow(model: Model, nodes: Sequence[str], feeds: Mapping[str, Any], run: Ru
         middle = (start + high + 1) // 2
         given = _with_prefix(model, order[:middle], feeds, oracle)
         found = verdict_on(order[middle:end], given) if given is not None else None
-        if found is not None and found.disagreed:
+        if found is not None and found.untrusted:
             start, best, best_feeds = middle, found, given  # type: ignore[assignment]
         else:
             high = middle - 1

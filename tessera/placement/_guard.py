@@ -1,9 +1,9 @@
 """The numeric guard: each partition not on the reference runs once on random inputs of its
 shapes and is judged against the consensus oracle (`tessera.oracle`) on the same inputs. A
-backend is banned only where the consensus is against it, and only from the smallest
-subgraph that still shows the disagreement (bisected); a backend that fails to run gives the
-whole partition back. Where no majority exists nothing is banned, and the undecided verdict
-is recorded, as is every implementation the majority outvoted."""
+backend is banned where the consensus is against it, or, where no majority exists, where no
+other implementation shares its answer; only from the smallest subgraph that still shows it
+(bisected). A backend that fails to run gives the whole partition back. Undecided verdicts
+are recorded, as is every implementation the majority outvoted."""
 
 from __future__ import annotations
 
@@ -64,10 +64,10 @@ def check_partition(model: Model, nodes: Sequence[str], compiled: Compiled,
     seen = [_outvoted(model, nodes, voter, why, feeds, truth.judges)
             for voter, why in truth.dissent]
     verdict = judge(str(compiled.target), [got], truth)
-    if not truth.decided:
+    if not truth.decided and verdict.shared:
         seen.append(_outvoted(model, nodes, str(compiled.target),
                               f"undecided: {truth.who_said_what()}", feeds, "no majority"))
-    if not verdict.disagreed:
+    if not verdict.untrusted:
         return Check(None, tuple(seen))
     target = compiled.target
 

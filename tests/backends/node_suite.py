@@ -334,11 +334,7 @@ def _serve(conn: Any) -> None:
 # Cases where the consensus oracle finds no majority (each implementation answers something
 # else) and the backend sides with another independent implementation: the numeric guard
 # keeps it there by design, since onnx.reference alone is no truth.
-UNDECIDED = {
-    ("test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal", "onnxruntime"):
-        "in the masked qk output ONNX Runtime writes the lowest float where onnx.reference has "
-        "-inf; OpenVINO's attention output differs from both by 0.065",
-}
+UNDECIDED: dict[tuple[str, str], str] = {}
 
 
 def fallback_gaps(outcomes: Sequence[Outcome]) -> dict[str, list[str]]:

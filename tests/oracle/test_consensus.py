@@ -99,6 +99,7 @@ def test_no_majority_is_undecided_and_names_who_said_what() -> None:
         # an answer that sides with none of them: still no majority against it, and said so
         alone = judge("quintupled", [{k: v * 5 for k, v in got.items()}], truth)
         assert alone.status == "undecided" and not alone.disagreed
+        assert alone.untrusted and not verdict.untrusted  # the guard trusts a shared answer
         assert "agrees with none of reference, doubled, tripled" in alone.why
         assert "undecided" in str(verdict) and "tripled" in str(verdict)
         # where no majority exists, an answer is never silently one of them
