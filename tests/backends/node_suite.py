@@ -334,7 +334,12 @@ def _serve(conn: Any) -> None:
 # Cases where the consensus oracle finds no majority (each implementation answers something
 # else) and the backend sides with another independent implementation: the numeric guard
 # keeps it there by design, since onnx.reference alone is no truth.
-UNDECIDED: dict[tuple[str, str], str] = {}
+UNDECIDED = {
+    ("test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal", "onnxruntime"):
+        "in the masked qk output ONNX Runtime writes the lowest float where onnx.reference has "
+        "-inf, and OpenVINO's attention output differs from both: no majority, and ONNX "
+        "Runtime unoptimised shares ONNX Runtime's answer",
+}
 
 
 def fallback_gaps(outcomes: Sequence[Outcome]) -> dict[str, list[str]]:
