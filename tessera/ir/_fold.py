@@ -105,11 +105,13 @@ def _folded(node: onnx.NodeProto, constant: dict[str, onnx.TensorProto],
 
 def _evaluate(node: onnx.NodeProto, feeds: list[Any], opset: int) -> Any:
     """The node on its constant inputs: the two operators that make weights in bulk
-    directly, the others by ONNX's reference implementation at the model's opset."""
+    directly, the others by ONNX's reference implementation at the model's opset (with
+    tessera's corrections, `_reference.py`)."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
-    from onnx.reference import ReferenceEvaluator
+
+    from tessera.ir._reference import reference_evaluator
 
     attrs = {a.name: a for a in node.attribute}
     if node.op_type == "ConstantOfShape":
@@ -129,7 +131,7 @@ def _evaluate(node: onnx.NodeProto, feeds: list[Any], opset: int) -> Any:
     graph = onnx.helper.make_graph([bare], "fold", [onnx.helper.make_tensor_value_info(
         n, onnx.TensorProto.UNDEFINED, None) for n in names if n],
         [onnx.helper.make_tensor_value_info("out", onnx.TensorProto.UNDEFINED, None)])
-    evaluator = ReferenceEvaluator(onnx.helper.make_model(
+    evaluator = reference_evaluator(onnx.helper.make_model(
         graph, opset_imports=[onnx.helper.make_opsetid("", max(opset, 7))]))
     (result,) = evaluator.run(None, {n: v for n, v in zip(names, feeds, strict=True) if n})
     return result

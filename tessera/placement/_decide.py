@@ -49,7 +49,7 @@ from tessera.placement._precision import precision_setup, search_precision
 from tessera.placement._progress import ProgressLike, Reporter
 from tessera.placement._race import SEARCHED, keep_fastest
 from tessera.placement._remote_race import RemoteRacer
-from tessera.placement._stats import PrecisionRecord, SearchStats, ShapesRecord
+from tessera.placement._stats import GUARD_PASSED, PrecisionRecord, SearchStats, ShapesRecord
 from tessera.placement._support import FALLBACK, SupportTable, served_targets
 from tessera.placement._variants import base_target
 from tessera.placement._verify import verify_plan
@@ -153,7 +153,7 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
             plan, built = assign_devices(plan, config, requested), None
         if not build or builder is None:  # nothing to build with: the plan alone
             return Placement(plan, built)
-        guarded = config.options.numeric_guard and plan.stats.numeric_guard != "passed"
+        guarded = config.options.numeric_guard and not plan.stats.guard_passed
         if built is None:
             built = builder.build(model, config, plan)
         verdicts = {i: Finding(plan.partitions[i].nodes, why)
@@ -170,7 +170,7 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
                 plan = plan.with_stats(guard_cost=cost)
             if guarded:
                 plan = remember_guard_passed(db, plan) if db is not None else \
-                    plan.with_stats(numeric_guard="passed")
+                    plan.with_stats(numeric_guard=GUARD_PASSED)
             placed = Placement(plan, replace(built, plan=plan))
             key = search_key(model, config, resolved, banned)
             try:
@@ -291,7 +291,7 @@ def _raced_remotely(model: Model, config: CompilationConfig, searched: Plan,
     plan = answer.outcome(objective).plan
     progress.keep(2, answer.kept, plan)
     if guard and answer.guard is not None and not answer.guard:
-        plan = plan.with_stats(numeric_guard="passed")
+        plan = plan.with_stats(numeric_guard=GUARD_PASSED)
     return plan
 
 

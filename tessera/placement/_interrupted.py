@@ -23,7 +23,7 @@ from tessera.placement._guard import guard_verdicts
 from tessera.placement._plan import Plan
 from tessera.placement._points import Points
 from tessera.placement._progress import PHASE_WORDS, Reporter, SoFar
-from tessera.placement._stats import InterruptRecord, PrecisionRecord
+from tessera.placement._stats import GUARD_PASSED, InterruptRecord, PrecisionRecord
 from tessera.placement._support import Banned, SupportTable
 from tessera.target import Target
 
@@ -74,10 +74,10 @@ def keep_interrupted(model: Model, config: CompilationConfig, pins: Mapping[int,
             built = built if built is not None else builder.build(model, config, plan)
             if built.failures or built.runnable is None:
                 continue
-            if config.options.numeric_guard and plan.stats.numeric_guard != "passed":
+            if config.options.numeric_guard and not plan.stats.guard_passed:
                 if guard_verdicts(model, plan, built.parts, points, progress=report):
                     continue
-                plan = plan.with_stats(numeric_guard="passed")
+                plan = plan.with_stats(numeric_guard=GUARD_PASSED)
             return plan, replace(built, plan=plan)
     except KeyboardInterrupt:
         raise InterruptedCompile(

@@ -17,6 +17,7 @@ from tessera.errors import PartitionError
 from tessera.ir import Model
 from tessera.placement._costdb import CostDB, fingerprint
 from tessera.placement._plan import Plan
+from tessera.placement._stats import GUARD_PASSED
 from tessera.placement._support import Banned
 from tessera.target import Target
 
@@ -65,12 +66,12 @@ def remember_guard_passed(db: CostDB, plan: Plan) -> Plan:
     """Record that the numeric guard passed the plan's partitions, in the remembered plan
     too: a warm compile then skips the guard (the verdict is on the structure and the
     backends; weights of the same structure are trusted alike)."""
-    plan = plan.with_stats(numeric_guard="passed")
+    plan = plan.with_stats(numeric_guard=GUARD_PASSED)
     key = plan.stats.plan_key
     text = db.get_plan(key) if key is not None else None
     if key is not None and text is not None:
         remembered = Plan.from_json(text)
-        db.put_plan(key, remembered.with_stats(numeric_guard="passed").to_json(indent=None))
+        db.put_plan(key, remembered.with_stats(numeric_guard=GUARD_PASSED).to_json(indent=None))
     return plan
 
 

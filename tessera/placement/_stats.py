@@ -15,6 +15,7 @@ from tessera.placement._objective import Objective
 from tessera.placement._progress import PHASE_WORDS
 
 Timing = float | str  # a plan's end-to-end latency in ms, or why it was not timed
+GUARD_PASSED = "passed"  # SearchStats.numeric_guard once the guard passed every partition
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,11 @@ class SearchStats(Mapping[str, Any]):
     def to_dict(self) -> dict[str, Any]:
         return {name: self[name] for name in self}
 
+    @property
+    def guard_passed(self) -> bool:
+        """Whether the numeric guard passed every partition of the plan."""
+        return self.numeric_guard == GUARD_PASSED
+
     def merged(self, **changes: Any) -> SearchStats:
         return dataclasses.replace(self, **changes)
 
@@ -341,5 +347,5 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["CoarseRecord", "InterruptRecord", "InvalidCandidate", "PrecisionRecord",
+__all__ = ["GUARD_PASSED", "CoarseRecord", "InterruptRecord", "InvalidCandidate", "PrecisionRecord",
            "ProposalRecord", "SearchStats", "ShapesRecord", "Timing", "VariantRecord"]
