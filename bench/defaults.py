@@ -19,8 +19,6 @@ over tessera's (higher is faster; the target is at least 0.98).
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 import time
 from collections.abc import Sequence
@@ -29,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from bench._rounds import in_rounds, machine
-from bench.precision import cold_caches, commit
+from bench._models import run_models
+from bench._rounds import in_rounds
+from bench.precision import cold_caches
 
 MODELS = ["resnet50", "mobilenetv2", "efficientnet-b0", "bert-base", "gpt2-small", "vit-b16",
           "convnext", "unet", "hybrid"]
@@ -158,28 +157,12 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=MODELS)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--out", default=str(RESULTS / "defaults"))
-    args = parser.parse_args(argv)
-    models = []
-    for name in args.models:
-        row = bench_model(name, args.rounds, args.seconds)
-        print(f"{name}: ratio {row['ratio']}, cosine {row['cosine']['tessera']}", flush=True)
-        models.append(row)
-    command = "python -m bench.defaults" + (
-        f" --models {' '.join(args.models)}" if args.models != MODELS else "") + (
-        f" --rounds {args.rounds}" if args.rounds != 3 else "") + (
-        f" --seconds {args.seconds}" if args.seconds != 1.0 else "")
-    result = {"command": command, "commit": commit(), "machine": machine(),
-              "rounds": args.rounds, "seconds": args.seconds, "models": models}
-    out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(result))
-    print(markdown(result))
-    return 0
+    return run_models("defaults", __doc__, MODELS, RESULTS / "defaults", bench_model, markdown,
+                      _line, argv)
+
+
+def _line(row: dict[str, Any]) -> str:
+    return f"{row['model']}: ratio {row['ratio']}, cosine {row['cosine']['tessera']}"
 
 
 if __name__ == "__main__":

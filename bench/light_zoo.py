@@ -19,8 +19,6 @@ Per model, in one process and one run:
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 import time
 from collections import Counter
@@ -30,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from bench._rounds import in_rounds, machine
-from bench.precision import cold_caches, commit
+from bench._models import run_models
+from bench._rounds import in_rounds
+from bench.precision import cold_caches
 
 MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
           "shufflenet", "squeezenet", "vgg19", "zfnet512"]
@@ -146,29 +145,14 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=MODELS)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--out", default=str(RESULTS / "light-zoo"))
-    args = parser.parse_args(argv)
-    models = []
-    for name in args.models:
-        row = bench_model(name, args.rounds, args.seconds)
-        print(f"{name}: ratio {row['ratio']}, {row['on_reference']} node(s) on the reference, "
-              f"agrees with ORT: {row['agrees_with_onnxruntime']}, plan {row['plan'][:80]}",
-              flush=True)
-        models.append(row)
-    command = "python -m bench.light_zoo" + (
-        f" --models {' '.join(args.models)}" if args.models != MODELS else "") + (
-        f" --rounds {args.rounds}" if args.rounds != 3 else "")
-    result = {"command": command, "commit": commit(), "machine": machine(),
-              "rounds": args.rounds, "seconds": args.seconds, "models": models}
-    out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(result))
-    print(markdown(result))
-    return 0
+    return run_models("light_zoo", __doc__, MODELS, RESULTS / "light-zoo", bench_model,
+                      markdown, _line, argv)
+
+
+def _line(row: dict[str, Any]) -> str:
+    return (f"{row['model']}: ratio {row['ratio']}, {row['on_reference']} node(s) on the "
+            f"reference, agrees with ORT: {row['agrees_with_onnxruntime']}, plan "
+            f"{row['plan'][:80]}")
 
 
 if __name__ == "__main__":
