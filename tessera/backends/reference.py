@@ -25,7 +25,7 @@ KIND = register_kind(
 
 
 # Where onnx.reference computes something other than the standard and tessera has no
-# correction (`tessera/ir/_reference.py` holds those it has): found by the consensus oracle.
+# correction (`_reference_fixes.py` holds those it has): found by the consensus oracle.
 DEVIATIONS: tuple[dev.Deviation, ...] = (
     dev.Deviation(("Scan",), "Scan-8 (with its batch axis) fails to run: its body is "
                   "evaluated as Scan-9's (conformance matrix)", lambda facts: facts.opset < 9),
@@ -65,12 +65,16 @@ class ReferenceBackend(Backend):
         return Support(True, f"onnx.reference implements {node.op_type}")
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
-        from tessera.ir._reference import reference_evaluator
+        from onnx.reference import ReferenceEvaluator
+
+        from tessera.backends._reference_fixes import default_opset, fixes_for
         from tessera.ir._weights import weights_as_feeds
 
         evaluated, weights = weights_as_feeds(submodel)  # no copy of the weights
-        return _ReferenceCompiled(self.name, submodel, target, reference_evaluator(evaluated),
-                                  weights)
+        opset = default_opset(submodel)
+        fixes = fixes_for(opset) if opset is not None else []
+        return _ReferenceCompiled(self.name, submodel, target,
+                                  ReferenceEvaluator(evaluated, new_ops=fixes or None), weights)
 
 
 class _ReferenceCompiled(Compiled):

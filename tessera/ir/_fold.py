@@ -104,37 +104,53 @@ def _folded(node: onnx.NodeProto, constant: dict[str, onnx.TensorProto],
 
 
 def _evaluate(node: onnx.NodeProto, feeds: list[Any], opset: int) -> Any:
-    """The node on its constant inputs: the two operators that make weights in bulk
-    directly, the others by ONNX's reference implementation at the model's opset (with
-    tessera's corrections, `_reference.py`)."""
+    """The node on its constant inputs, by each data-movement operator's definition at the
+    model's opset (attributes that became inputs included). Raises where it does not apply:
+    that node stays a node for its backend."""
     import numpy as np
-    import onnx
-    from onnx import numpy_helper
+    from onnx import helper, numpy_helper
 
-    from tessera.ir._reference import reference_evaluator
-
-    attrs = {a.name: a for a in node.attribute}
-    if node.op_type == "ConstantOfShape":
-        fill = numpy_helper.to_array(attrs["value"].t).reshape(-1) if "value" in attrs \
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    op, x = node.op_type, (np.asarray(feeds[0]) if feeds and feeds[0] is not None else None)
+    if op == "ConstantOfShape":
+        fill = numpy_helper.to_array(attrs["value"]).reshape(-1) if "value" in attrs \
             else np.zeros(1, np.float32)
         shape = tuple(int(d) for d in np.asarray(feeds[0]).reshape(-1))
         return np.full(shape, fill[0], dtype=fill.dtype)
-    if node.op_type == "Unsqueeze" and opset < 13 and "axes" in attrs:
-        value = np.asarray(feeds[0])
-        for axis in sorted(a + value.ndim + len(attrs["axes"].ints) if a < 0 else a
-                           for a in attrs["axes"].ints):
-            value = np.expand_dims(value, axis)
-        return value
-    names = [f"in{i}" if name else "" for i, name in enumerate(node.input)]
-    bare = onnx.helper.make_node(node.op_type, names, ["out"], domain=node.domain)
-    bare.attribute.extend(node.attribute)
-    graph = onnx.helper.make_graph([bare], "fold", [onnx.helper.make_tensor_value_info(
-        n, onnx.TensorProto.UNDEFINED, None) for n in names if n],
-        [onnx.helper.make_tensor_value_info("out", onnx.TensorProto.UNDEFINED, None)])
-    evaluator = reference_evaluator(onnx.helper.make_model(
-        graph, opset_imports=[onnx.helper.make_opsetid("", max(opset, 7))]))
-    (result,) = evaluator.run(None, {n: v for n, v in zip(names, feeds, strict=True) if n})
-    return result
+    assert x is not None
+    if op == "Identity":
+        return x
+    if op in ("Unsqueeze", "Squeeze"):
+        axes = list(attrs.get("axes", ())) if opset < 13 else (
+            [int(a) for a in np.asarray(feeds[1]).reshape(-1)] if len(feeds) > 1
+            and feeds[1] is not None else [])
+        if op == "Unsqueeze":
+            rank = x.ndim + len(axes)
+            for axis in sorted(a + rank if a < 0 else a for a in axes):
+                x = np.expand_dims(x, axis)
+            return x
+        if not axes:
+            return np.squeeze(x)
+        return np.squeeze(x, axis=tuple(a + x.ndim if a < 0 else a for a in axes))
+    if op == "Reshape":
+        dims = [int(d) for d in np.asarray(feeds[1]).reshape(-1)]
+        if not attrs.get("allowzero", 0):  # 0 copies the input's dimension
+            dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+        return x.reshape(dims)
+    if op == "Flatten":
+        axis = int(attrs.get("axis", 1))
+        axis = axis + x.ndim if axis < 0 else axis
+        return x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
+    if op == "Transpose":
+        return np.transpose(x, attrs.get("perm") or None)
+    if op == "Concat":
+        return np.concatenate([np.asarray(f) for f in feeds], axis=int(attrs["axis"]))
+    if op == "Cast":
+        target = helper.tensor_dtype_to_np_dtype(int(attrs["to"]))
+        if target.kind not in "biuf" or x.dtype.kind not in "biuf":
+            raise ValueError("only plain numeric casts fold")  # strings, bfloat16, float8
+        return x.astype(target)
+    raise ValueError(f"{op} does not fold")
 
 
 def _drop_unused_initializers(graph: onnx.GraphProto) -> None:

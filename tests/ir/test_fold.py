@@ -87,3 +87,40 @@ def test_a_published_cnn_whose_weights_are_made_at_run_time_loads_folded() -> No
     assert len(model.dataflow.names) == 415 - made
     assert model.input_names == ["gpu_0/data_0"]
     assert not any(n.op_type == "ConstantOfShape" for n in model.proto.graph.node)
+
+
+_X = np.arange(24, dtype=np.float32).reshape(2, 1, 3, 4)
+# (op, opset, extra constant inputs, attributes): each folded form, old and new
+_FORMS = [
+    ("Unsqueeze", 11, [], {"axes": [0, -1]}),
+    ("Unsqueeze", 13, [np.array([0, -1], np.int64)], {}),
+    ("Squeeze", 11, [], {"axes": [1]}),
+    ("Squeeze", 13, [np.array([1], np.int64)], {}),
+    ("Squeeze", 13, [], {}),
+    ("Reshape", 13, [np.array([0, -1, 4], np.int64)], {}),
+    ("Reshape", 14, [np.array([2, 0, 12], np.int64)], {"allowzero": 0}),
+    ("Flatten", 13, [], {"axis": -2}),
+    ("Transpose", 13, [], {"perm": [3, 1, 0, 2]}),
+    ("Transpose", 13, [], {}),
+    ("Concat", 13, [_X + 1], {"axis": -1}),
+    ("Cast", 13, [], {"to": TensorProto.INT32}),
+    ("Identity", 13, [], {}),
+]
+
+
+@pytest.mark.parametrize(("op", "opset", "extra", "attrs"), _FORMS,
+                         ids=[f"{f[0]}-{f[1]}-{i}" for i, f in enumerate(_FORMS)])
+def test_each_folded_form_matches_its_definition(op: str, opset: int, extra: list,  # type: ignore[type-arg]
+                                                 attrs: dict) -> None:  # type: ignore[type-arg]
+    names = ["x", *(f"c{i}" for i in range(len(extra)))]
+    weights = [numpy_helper.from_array(a, n) for n, a in zip(names, [_X, *extra], strict=True)]
+    graph = helper.make_graph(
+        [helper.make_node(op, names, ["folded"], **attrs),
+         helper.make_node("Identity", ["folded"], ["y"])], "g", [],
+        [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    want = ReferenceEvaluator(model).run(None, {})[0]
+    assert fold_constants(model) == 2
+    folded = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    np.testing.assert_array_equal(folded["y"], want)
+    assert folded["y"].dtype == want.dtype

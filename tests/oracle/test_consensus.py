@@ -41,7 +41,7 @@ def _softmax9(channels: int = 100) -> onnx.ModelProto:
 @pytest.fixture
 def unfixed_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     """onnx.reference as it ships: opset 13's Softmax at every version."""
-    monkeypatch.setattr("tessera.ir._reference.fixes_for", lambda opset: [])
+    monkeypatch.setattr("tessera.backends._reference_fixes.fixes_for", lambda opset: [])
 
 
 def _feeds() -> dict[str, np.ndarray]:

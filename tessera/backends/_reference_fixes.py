@@ -1,5 +1,5 @@
-"""ONNX's reference evaluator as tessera uses it (the reference backend, constant folding),
-with corrections where it computes another op version's meaning. Each correction was
+"""Corrections to ONNX's reference evaluator (the reference backend's), where it computes
+another op version's meaning. Each correction was
 found by comparing it with ONNX Runtime and OpenVINO (the consensus oracle) and has a
 regression test (tests/backends/test_reference_fixes.py):
 
@@ -122,13 +122,4 @@ def default_opset(model: onnx.ModelProto) -> int | None:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
-def reference_evaluator(model: onnx.ModelProto) -> Any:
-    """`onnx.reference.ReferenceEvaluator` of `model`, corrected for its default opset."""
-    from onnx.reference import ReferenceEvaluator
-
-    opset = default_opset(model)
-    fixes = fixes_for(opset) if opset is not None else []
-    return ReferenceEvaluator(model, new_ops=fixes or None)
-
-
-__all__ = ["default_opset", "fixes_for", "reference_evaluator"]
+__all__ = ["default_opset", "fixes_for"]
