@@ -17,7 +17,7 @@ from tessera.placement._greedy import place_greedy
 from tessera.placement._interrupted import priced_so_far
 from tessera.placement._measure import BatchMeasurer, Job, Measurer, measure_jobs
 from tessera.placement._measurers import LocalMeasurer
-from tessera.placement._plan import Plan, make_partitions
+from tessera.placement._plan import GREEDY_RIVAL, Plan, make_partitions, single_rival
 from tessera.placement._points import Points
 from tessera.placement._priority import TIE, tie_broken, within_noise
 from tessera.placement._progress import ProgressLike, Reporter
@@ -52,11 +52,11 @@ def single_target_table(table: SupportTable, target: Target) -> SupportTable | N
 
 def known_plans(model: Model, table: SupportTable, min_block_size: int) -> dict[str, Plan]:
     """The greedy plan and each target's single-target plan, by name."""
-    plans = {"greedy": place_greedy(model, table, min_block_size)}
+    plans = {GREEDY_RIVAL: place_greedy(model, table, min_block_size)}
     for target in table.targets:
         alone = single_target_table(table, target)
         if alone is not None and str(target) != str(FALLBACK):
-            plans[f"only {target}"] = place_greedy(model, alone, 1)
+            plans[single_rival(target)] = place_greedy(model, alone, 1)
     return plans
 
 
@@ -199,7 +199,7 @@ def _coarse(pricer: _Pricer, table: SupportTable, overhead_ms: float
     choice = coarse_choice(kept_costs, kept, overhead_ms)
     # a target missing from a region runs it in pieces around what it lacks: its plan is a
     # mix, which the greedy plan and the refined regions already cover
-    unpromising = tuple(f"only {t}" for t in kept if choice.single is not None and (
+    unpromising = tuple(single_rival(t) for t in kept if choice.single is not None and (
         optimistic_single(kept_costs, t) > NEAR_SINGLE * choice.single_ms
         or any(region and t not in region for region in kept_costs)))
     refined = choice.refined()

@@ -14,6 +14,13 @@ from tessera.ir import DataflowGraph, NodeSet, members
 from tessera.placement._stats import SearchStats
 from tessera.target import Target
 
+GREEDY_RIVAL = "greedy"  # the greedy plan's name among the known plans and the rivals
+
+
+def single_rival(target: object) -> str:
+    """The name of the plan that runs everything on `target` alone, among the rivals."""
+    return f"only {target}"
+
 
 @dataclass(frozen=True)
 class Partition:

@@ -26,7 +26,7 @@ from tessera.placement._builder import Builder, Built, Runnable
 from tessera.placement._costdb import CostDB
 from tessera.placement._memory import latency_key
 from tessera.placement._objective import Objective
-from tessera.placement._plan import Plan
+from tessera.placement._plan import GREEDY_RIVAL, Plan
 from tessera.placement._points import Points
 from tessera.placement._priority import TIE, within_noise
 from tessera.placement._progress import ProgressLike, Reporter
@@ -81,8 +81,9 @@ class Served:
 def rival_plans(searched: Plan, known: Mapping[str, Plan]) -> dict[str, Plan]:
     """The plans to race end to end: the searched plan, greedy, and the single-target plans
     modelled within `NEAR_SINGLE` of the best of them (at most `MAX_SINGLES`)."""
-    rivals = {SEARCHED: searched, "greedy": known["greedy"]}
-    singles = sorted((n for n in known if n.startswith("only ")),
+    rivals = {SEARCHED: searched, GREEDY_RIVAL: known[GREEDY_RIVAL]}
+    # the known plans are greedy's and one per single target (`known_plans`)
+    singles = sorted((n for n in known if n != GREEDY_RIVAL),
                      key=lambda n: (_modelled(known[n]), n))
     if singles:
         best = _modelled(known[singles[0]])

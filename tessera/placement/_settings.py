@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from tessera.backends import BACKENDS
 from tessera.placement._objective import Objective
-from tessera.placement._plan import Plan
+from tessera.placement._plan import Plan, single_rival
 from tessera.placement._support import FALLBACK
 from tessera.target import Target
 
@@ -67,7 +67,7 @@ def with_setting_variants(rivals: Mapping[str, Plan], objective: Objective) -> d
             continue
         done.append(part.target)
         for variant in setting_variants(part.target, objective):
-            name = f"only {variant}"
+            name = single_rival(variant)
             if name not in raced:
                 raced[name] = replace(plan, partitions=(replace(part, target=variant),))
     return raced
