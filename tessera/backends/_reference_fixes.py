@@ -74,7 +74,7 @@ def _inference_batchnorm(node: onnx.NodeProto, x: Any, scale: Any, bias: Any, me
 
 
 def fixes_for(opset: int) -> list[type]:
-    """The corrected implementations a ReferenceEvaluator of a model at default-domain
+    """The corrected implementations the reference backend's evaluator of a model at default-domain
     `opset` is given (`new_ops`): each replaces onnx.reference's op of the same name."""
     from onnx.reference.op_run import OpRun
 
