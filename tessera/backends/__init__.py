@@ -21,6 +21,7 @@ from tessera.backends._protocol import (
     TensorSpec,
 )
 from tessera.backends._quantize import Calibration
+from tessera.backends._regions import region_support
 from tessera.backends._threads import PolicyName
 from tessera.errors import BackendUnavailableError
 from tessera.target import KINDS
@@ -47,6 +48,7 @@ __all__ = [
     "load_plugins",
     "names",
     "plugin_failures",
+    "region_support",
     "register_proposer",
 ]
 

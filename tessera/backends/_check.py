@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tessera.backends._answer import Support
+from tessera.backends._regions import region_support
 from tessera.errors import CompileError, TesseraError
 
 if TYPE_CHECKING:
@@ -31,7 +32,9 @@ def refused_nodes(backend: Backend, submodel: onnx.ModelProto, target: Target
     refused = []
     for name, node in zip(flow.names, flow.nodes, strict=True):
         try:
-            support = backend.supports(node, opset, types, constants, target=target)
+            support = region_support(backend, node, submodel.functions, opset, types,
+                                     target) or \
+                backend.supports(node, opset, types, constants, target=target)
         except TesseraError:
             raise
         except Exception as err:  # a plugin's own bug: that node is refused, and why
@@ -70,7 +73,7 @@ def _value_types(model: onnx.ModelProto, flow: DataflowGraph) -> Mapping[str, Va
         return types
     import onnx
 
-    from tessera.ir._graph import _value_type
+    from tessera.ir import value_type
     from tessera.ir._light import weights_as_inputs
 
     try:
@@ -81,5 +84,5 @@ def _value_types(model: onnx.ModelProto, flow: DataflowGraph) -> Mapping[str, Va
     found = dict(types)
     for value in (*inferred.graph.value_info, *inferred.graph.output):
         if value.name not in found or not found[value.name].elem_type:
-            found[value.name] = _value_type(value)
+            found[value.name] = value_type(value)
     return found

@@ -23,6 +23,7 @@ FLOAT16 = dtypes.FLOAT16
 BFLOAT16 = dtypes.BFLOAT16
 FLOAT8 = dtypes.MINIFLOATS  # float8 variants, float4e2m1, float8e8m0
 SIGNED_INTEGERS = dtypes.SIGNED_INTEGERS
+STRING = dtypes.STRING
 
 
 @dataclass(frozen=True)

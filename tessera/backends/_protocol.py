@@ -21,6 +21,7 @@ from tessera.errors import (
     InputError,
     TesseraError,
 )
+from tessera.ir import ValueKind, cuttable, value_kind
 from tessera.target import Availability, Target, TargetKind, kind_for_device
 
 if TYPE_CHECKING:
@@ -55,6 +56,9 @@ class TensorSpec:
     name: str
     dtype: str  # numpy dtype name, e.g. 'float32'
     shape: tuple[int | str | None, ...] | None
+    # a tensor, or a value a backend gives as it is: a sequence (a list of arrays), an
+    # optional (a value or None), a map (a dict)
+    kind: ValueKind = ValueKind.TENSOR
 
 
 class Compiled:
@@ -148,6 +152,9 @@ class Backend:
     # weights file (`tessera.ir.Weights`: ONNX external data, its directory named in the
     # submodel's metadata); others are handed a copy holding their submodel's weights
     external_weights = False
+    # whether it runs a region kept whole (`tessera.ir` wraps the nodes around a sequence,
+    # optional or map in one model-local function) when it runs each node inside
+    runs_whole_regions = False
 
     @property
     def name(self) -> str:
@@ -456,7 +463,8 @@ class InputCheck:
                         s.shape is not None and all(isinstance(d, int) for d in s.shape),
                         tuple((axis, d) for axis, d in enumerate(s.shape or ())
                               if isinstance(d, str)))
-                       for s in specs]
+                       for s in specs if s.kind is ValueKind.TENSOR]
+        self._others = [s for s in specs if s.kind is not ValueKind.TENSOR]
         symbols = [d for rule in self._rules for _, d in rule[4]]
         self._ranged = tuple(dict.fromkeys(
             d for d in symbols if profile is not None and (dim := profile.get(d)) is not None
@@ -482,15 +490,17 @@ class InputCheck:
         if self.matches(inputs):
             return dict(inputs)
         feeds = self.check(inputs)
-        self.seen = tuple((name, array.dtype, array.shape) for name, array in feeds.items())
+        if not self._others:  # a list, None or a dict is checked on every call
+            self.seen = tuple((name, array.dtype, array.shape)
+                              for name, array in feeds.items())
         return feeds
 
     def check(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The full check, whatever was seen before."""
-        if len(inputs) != len(self._rules):
+        if len(inputs) != len(self.specs):
             self._mismatch(inputs)
         ndarray = self._ndarray
-        feeds = {}
+        feeds = {s.name: self._other(s, inputs) for s in self._others}
         seen: dict[str, tuple[int, str]] | None = None  # symbol: its size, and whose
         for name, dtype, shape, static, symbolic in self._rules:
             value = inputs.get(name)
@@ -498,6 +508,8 @@ class InputCheck:
                 self._mismatch(inputs)
             array = value if type(value) is ndarray else self._asarray(value)
             if array.dtype != dtype:
+                if array.dtype.kind in "US" and str(dtype) == "object":  # as ORT takes them
+                    array = array.astype(object)
                 self._check_dtype(name, array)
             if shape is not None and (array.shape != shape if static else not _fits(
                     array.shape, shape)):
@@ -521,6 +533,23 @@ class InputCheck:
                     size, where = seen[symbol]
                     self.profile.check_size(symbol, size, f"input {where!r}")
         return feeds
+
+    def _other(self, spec: TensorSpec, inputs: Mapping[str, Any]) -> Any:
+        """A sequence as a list of arrays, an optional as a value or None, a map as a dict:
+        as ONNX Runtime takes and gives them."""
+        if spec.name not in inputs:
+            self._mismatch(inputs)
+        value = inputs[spec.name]
+        if spec.kind is ValueKind.OPTIONAL:
+            return value
+        if spec.kind is ValueKind.SEQUENCE and isinstance(value, list | tuple):
+            return [self._asarray(v) for v in value]
+        if spec.kind is ValueKind.MAP and isinstance(value, Mapping):
+            return dict(value)
+        wanted = {ValueKind.SEQUENCE: "a list of arrays", ValueKind.MAP: "a dict"}.get(
+            spec.kind, str(spec.kind))
+        raise InputError(f"input {spec.name!r} is a {spec.kind}: give {wanted}, not "
+                         f"{type(value).__name__}; expected inputs: {_Expected(self.specs)}")
 
     def _mismatch(self, inputs: Mapping[str, Any]) -> None:
         names = [s.name for s in self.specs]
@@ -569,12 +598,17 @@ class _Expected:
         self.specs = specs
 
     def __str__(self) -> str:
-        return ", ".join(f"{s.name}: {s.dtype}{list(s.shape or [])}" for s in self.specs)
+        return ", ".join(f"{s.name}: {s.dtype}{list(s.shape or [])}"
+                         if s.kind is ValueKind.TENSOR else f"{s.name}: {s.kind}"
+                         for s in self.specs)
 
 
 def _spec(value: onnx.ValueInfoProto) -> TensorSpec:
     import onnx
 
+    kind = value_kind(value.type)
+    if not cuttable(kind):
+        return TensorSpec(value.name, "object", None, kind)
     tensor = value.type.tensor_type
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name if tensor.elem_type \
         else "float32"

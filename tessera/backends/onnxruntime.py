@@ -121,6 +121,7 @@ class OnnxRuntimeBackend(Backend):
     device_note = ("its kernels are prebuilt and choose their instructions on the CPU they "
                    "run on")
     in_all, rank, colour = True, 10, "#1f77b4"
+    runs_whole_regions = True  # sequences, optionals and maps, as its own runtime does
 
     def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
                  constants: Constants | None = None, *, target: Target | None = None

@@ -38,6 +38,7 @@ class ReferenceBackend(Backend):
     kind = KIND
     colour = "#7f7f7f"
     external_weights = True  # fed to the evaluator as views of the model's weights file
+    runs_whole_regions = True  # sequences, optionals and maps, as its own runtime does
     device_note = "it runs numpy, whose kernels choose their instructions on the CPU they run on"
 
     def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,
@@ -58,7 +59,13 @@ class ReferenceBackend(Backend):
                 return Support(False, f"{node.op_type} is not an ONNX op at opset {opset}")
             version = schema.since_version
         try:
-            load_op(domain, node.op_type, version, node=node, evaluator_cls=ReferenceEvaluator)
+            if domain == "ai.onnx.ml":  # the evaluator's own table for that domain
+                from onnx.reference.ops.aionnxml import load_op as load_ml_op
+
+                load_ml_op(domain, node.op_type, None)
+            else:
+                load_op(domain, node.op_type, version, node=node,
+                        evaluator_cls=ReferenceEvaluator)
         except Exception as err:  # a lookup failure of any kind means "not implemented here"
             first = first_line(err, 120)
             return Support(False, f"onnx.reference does not implement {node.op_type}: {first}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tessera.ir._constant import constant_tensor
 from tessera.ir._graph import DataflowGraph, NodeSet, ValueType, bits, members
+from tessera.ir._graph import value_type_of as value_type
 from tessera.ir._model import (
     Model,
     extract_submodel,
@@ -12,27 +13,34 @@ from tessera.ir._model import (
     load_skeleton,
     structural_hash,
 )
+from tessera.ir._regions import REGION_DOMAIN, ValueKind, cuttable, region_function, value_kind
 from tessera.ir._samples import Sample, Samples, SampleSource
 from tessera.ir._verify import verify_model
 from tessera.ir._weights import Weights
 from tessera.ir._weights import inline as inline_weights
 
 __all__ = [
+    "REGION_DOMAIN",
     "DataflowGraph",
     "Model",
     "NodeSet",
     "Sample",
     "SampleSource",
     "Samples",
+    "ValueKind",
     "ValueType",
     "Weights",
     "bits",
     "constant_tensor",
+    "cuttable",
     "extract_submodel",
     "inline_weights",
     "load_model",
     "load_skeleton",
     "members",
+    "region_function",
     "structural_hash",
+    "value_kind",
+    "value_type",
     "verify_model",
 ]

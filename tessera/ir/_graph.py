@@ -92,10 +92,16 @@ class DataflowGraph:
         return len(self.nodes)
 
     @cached_property
+    def declared(self) -> dict[str, onnx.ValueInfoProto]:
+        """The graph's own declarations of its values (inputs, value_info, outputs)."""
+        return {v.name: v for v in (*self.graph.input, *self.graph.value_info,
+                                    *self.graph.output)}
+
+    @cached_property
     def value_types(self) -> dict[str, ValueType]:
         types: dict[str, ValueType] = {}
         for value in (*self.graph.input, *self.graph.value_info, *self.graph.output):
-            types[value.name] = _value_type(value)
+            types[value.name] = value_type_of(value)
         for tensor in self.graph.initializer:
             types.setdefault(tensor.name, ValueType(tensor.data_type, tuple(tensor.dims)))
         return types
@@ -200,7 +206,8 @@ def _topological(preds: list[list[int]]) -> list[int]:
     return order
 
 
-def _value_type(value: onnx.ValueInfoProto) -> ValueType:
+def value_type_of(value: onnx.ValueInfoProto) -> ValueType:
+    """The tensor type of a declared value; a sequence, optional or map is UNDEFINED."""
     if not value.type.HasField("tensor_type"):
         return ValueType(UNDEFINED, None)
     tensor = value.type.tensor_type

@@ -212,8 +212,8 @@ def check_opset(model: onnx.ModelProto) -> int:
     newest = onnx.defs.onnx_opset_version()
     versions = {op.domain: op.version for op in model.opset_import}
     version = versions.get("", versions.get("ai.onnx"))
-    if version is None:
-        raise ModelError("the model imports no default ('ai.onnx') opset")
+    if version is None:  # only other domains (ai.onnx.ml): no ONNX op to judge by version
+        return int(newest)
     if not MIN_OPSET <= version <= newest:
         raise ModelError(
             f"unsupported opset {version}: tessera supports ai.onnx opsets {MIN_OPSET} to "
@@ -273,6 +273,7 @@ def with_input_sizes(model: onnx.ModelProto, sizes: Mapping[str, int]) -> onnx.M
     copy.graph.output.extend(graph.output)
     copy.graph.initializer.extend(graph.initializer)
     copy.graph.sparse_initializer.extend(graph.sparse_initializer)
+    copy.functions.extend(model.functions)  # model-local ones: regions kept whole
     del copy.graph.value_info[:]
     for value in (*copy.graph.input, *copy.graph.output):
         for dim in value.type.tensor_type.shape.dim:

@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tessera.errors import ModelError
-from tessera.ir import _filememo, _load, _weights
+from tessera.ir import _filememo, _load, _regions, _weights
 from tessera.ir._dtypes import INTEGER_TYPES, UNDEFINED
 from tessera.ir._graph import DataflowGraph, NodeSet, bits, members, subgraph_inputs
 
@@ -209,6 +209,7 @@ def load_model(
     checked = checked_before and not external  # weights in other files may have changed
     proto = _load.check_and_infer(_load.simplify(proto, verify=verify, base=base),
                                   weights_checked=checked, base=base)
+    proto = _regions.contract(proto)  # sequences, optionals, maps: each region one node
     weights = _weights.store(proto, base, material)
     if weights is not None:  # a fresh message: the one read holds every weight's bytes
         skeleton = onnx.ModelProto()
@@ -243,14 +244,22 @@ def extract_submodel(model: Model, mask: NodeSet) -> onnx.ModelProto:
     nodes = [flow.nodes[i] for i in members(mask)]
     used = {n for node in nodes for n in subgraph_inputs(node)}
     types = flow.value_types
+    declared = flow.declared  # a sequence, optional or map keeps its own type
+
+    def info(name: str) -> onnx.ValueInfoProto:
+        value = declared.get(name)
+        if value is not None and not _regions.cuttable(_regions.value_kind(value.type)):
+            return value
+        return _value_info(name, types)
+
     graph = onnx.helper.make_graph(
         nodes,
         f"{model.proto.graph.name or 'graph'}_part",
-        [_value_info(name, types) for name in inputs],
-        [_value_info(name, types) for name in outputs],
+        [info(name) for name in inputs],
+        [info(name) for name in outputs],
         initializer=[t for name, t in flow.initializers.items() if name in used],
         value_info=[
-            _value_info(o, types) for node in nodes for o in node.output
+            info(o) for node in nodes for o in node.output
             if o and o in types and o not in outputs
         ],
     )

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, replace
 
 from tessera import backends
+from tessera.errors import PartitionError
 from tessera.ir import Model, NodeSet, members
 from tessera.placement._candidates import Candidate, generate
 from tessera.placement._costdb import Cost, CostDB, fingerprint
@@ -102,6 +103,7 @@ def place_collage(model: Model, table: SupportTable, *, db: CostDB | None,
         candidates = candidates + rescue
     usable = [(c, costs[i]) for i, c in enumerate(candidates) if costs[i].ok]
     invalid = [(c, k) for c, k in zip(candidates, costs, strict=True) if not k.ok]
+    _check_covered(flow.names, usable, invalid)
     examples = tuple(  # what crashed, hung or failed, for explain
         InvalidCandidate(str(c.target), tuple(flow.names[j] for j in members(c.mask)),
                          k.invalid or "", k.fault) for c, k in invalid[:12])
@@ -384,6 +386,28 @@ def _combined(found: list[Cost], points: Points | None) -> Cost:
         return failed or found[0]
     mean = points.mean([float(k.ms or 0.0) for k in found])
     return Cost(round(mean, 6), max(k.spread for k in found), min(k.samples for k in found))
+
+
+class UnmeasuredNodes(PartitionError):
+    """Some nodes have no candidate that could be measured (the shapes reaching them are
+    unknown after shape inference, as behind some ai.onnx.ml ops): Collage cannot price
+    them, and the placement is left to the priority order (`_decide`)."""
+
+    def __init__(self, nodes: list[str], reasons: list[str]) -> None:
+        super().__init__(f"no candidate for node(s) {nodes[:10]} could be measured: "
+                         + "; ".join(dict.fromkeys(reasons[:3])))
+        self.nodes = nodes
+
+
+def _check_covered(names: list[str], usable: list[tuple[Candidate, Cost]],
+                   invalid: list[tuple[Candidate, Cost]]) -> None:
+    covered = 0
+    for candidate, _ in usable:
+        covered |= candidate.mask
+    missing = [i for i in range(len(names)) if not covered >> i & 1]
+    if missing:
+        why = [k.invalid or "failed" for c, k in invalid if c.mask >> missing[0] & 1]
+        raise UnmeasuredNodes([names[i] for i in missing], why)
 
 
 def _uncovered_fallbacks(count: int, table: SupportTable, candidates: list[Candidate],

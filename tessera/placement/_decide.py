@@ -26,7 +26,7 @@ from tessera.errors import InterruptedCompile
 from tessera.ir import Model, Samples
 from tessera.oracle import Disagreement
 from tessera.placement._builder import Builder, Built
-from tessera.placement._collage import place_collage
+from tessera.placement._collage import UnmeasuredNodes, place_collage
 from tessera.placement._costdb import CostDB
 from tessera.placement._devices import assign_devices, config_devices, device_for
 from tessera.placement._greedy import place_greedy
@@ -118,6 +118,16 @@ def _requested_devices(model: Model, config: CompilationConfig,
             if t != device_for(config, t.device_type)}
 
 
+def _greedy_instead(model: Model, config: CompilationConfig,
+                    banned: Mapping[str, Mapping[str, str]], pins: Mapping[int, Target],
+                    why: str) -> Plan:
+    """The greedy plan where Collage could not price every node, each decision saying so."""
+    table = SupportTable.build(model, config, dict(banned), pins)
+    plan = place_greedy(model, table, config.options.min_block_size)
+    note = f" (collage could not decide: {why})"
+    return replace(plan, decisions={n: d + note for n, d in plan.decisions.items()})
+
+
 def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
            builder: Builder | None, build: bool, measurer: Measurer,
            progress: Reporter, db: CostDB | None, clock: Clock,
@@ -136,6 +146,8 @@ def _place(model: Model, config: CompilationConfig, *, pins: PinSpec,
             try:
                 plan, built = _collage(model, config, resolved, banned, builder, measurer,
                                        progress, db, clock, points)
+            except UnmeasuredNodes as err:  # what cannot be priced goes by priority
+                plan, built = _greedy_instead(model, config, banned, resolved, str(err)), None
             except KeyboardInterrupt:  # the best plan known so far, never remembered
                 return Placement(*keep_interrupted(
                     model, config, resolved, banned, builder if build else None, points,

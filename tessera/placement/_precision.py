@@ -37,6 +37,7 @@ from tessera._private.cores import cpu_flags
 from tessera._private.text import first_line
 from tessera._private.timing import Clock
 from tessera.config import CompilationConfig
+from tessera.errors import TesseraError
 from tessera.ir import Model, Samples
 from tessera.ir._implied import implied_inputs
 from tessera.oracle import answers
@@ -215,7 +216,13 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     _, validation = samples.split()
     feeds = list(validation)
     assert fp32_built.runnable is not None
-    fp32_outputs = [fp32_built.runnable.run(f) for f in feeds]
+    try:
+        fp32_outputs = [fp32_built.runnable.run(f) for f in feeds]
+    except TesseraError as err:  # inputs it cannot take: categories no encoder knows
+        refused = fp32.with_stats(precision=PrecisionRecord(
+            f"not tried: the fp32 plan fails on the inputs that would judge it ("
+            f"{first_line(err)}); give samples of real inputs (samples=...)"))
+        return refused, replace(fp32_built, plan=refused)
     truth = answers(model.proto, feeds)
     judge = _Judge(model, config, builder, samples, budget, list(truth.outputs), feeds,
                    truth.judges)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tessera import backends
-from tessera.backends import Support
+from tessera.backends import Support, region_support
 from tessera.config import CompilationConfig
 from tessera.errors import BackendUnavailableError, DeviceUnavailableError, PartitionError
 from tessera.ir import Model
@@ -93,6 +93,11 @@ class SupportTable:
                 backend = backends.get(target.kind.name)
                 if not backend.dynamic_shapes and not model.is_static:
                     answers[key] = (False, _static_only(target, model.symbols))
+                    return answers[key]
+                region = region_support(backend, flow.nodes[i], model.proto.functions,
+                                        model.opset, types, target)
+                if region is not None:  # a region kept whole: never a per-node answer
+                    answers[key] = (region.ok, region.reason)
                     return answers[key]
                 if target in targets:  # asked about (nearly) every node: in one call
                     if key[1] not in whole:

@@ -18,7 +18,16 @@ from tessera.backends._protocol import InputCheck, TensorSpec
 from tessera.backends._threads import ThreadPolicy, prepare_environment
 from tessera.config import EXECUTORS, RUNTIMES, CompilationConfig
 from tessera.errors import CompileError, ConfigError, InputError, TesseraError
-from tessera.ir import Model, Samples, SampleSource, extract_submodel, load_model
+from tessera.ir import (
+    Model,
+    Samples,
+    SampleSource,
+    ValueKind,
+    cuttable,
+    extract_submodel,
+    load_model,
+    value_kind,
+)
 from tessera.placement import FALLBACK, Built, PinSpec, Plan, ProgressLike, place
 from tessera.placement._devices import assign_devices
 from tessera.placement._progress import Reporter
@@ -47,7 +56,9 @@ class CompiledModel:
         self.sources = ["compiled"] * len(parts)  # per partition; a loaded one says how
         flow = model.dataflow
         types = flow.value_types
-        self.inputs = [_spec(name, types) for name in flow.graph_inputs]
+        kinds = {v.name: value_kind(v.type) for v in flow.graph.input}
+        self.inputs = [_spec(name, types, kinds.get(name, ValueKind.TENSOR))
+                       for name in flow.graph_inputs]
         self.inputs_names = [s.name for s in self.inputs]
         self._check = InputCheck(self.inputs, config.options.shapes)
         self.outputs = list(flow.graph_outputs)
@@ -368,9 +379,11 @@ def _direct(check: InputCheck, call: Callable[[dict[str, np.ndarray]], dict[str,
     return run
 
 
-def _spec(name: str, types: Mapping[str, Any]) -> TensorSpec:
+def _spec(name: str, types: Mapping[str, Any], kind: ValueKind) -> TensorSpec:
     import onnx
 
+    if not cuttable(kind):
+        return TensorSpec(name, "object", None, kind)
     value_type = types.get(name)
     dtype = onnx.helper.tensor_dtype_to_np_dtype(value_type.elem_type).name \
         if value_type is not None and value_type.elem_type else "float32"
