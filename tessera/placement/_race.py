@@ -28,7 +28,7 @@ from tessera.placement._memory import latency_key
 from tessera.placement._objective import Objective
 from tessera.placement._plan import GREEDY_RIVAL, Plan
 from tessera.placement._points import Points
-from tessera.placement._priority import TIE, within_noise
+from tessera.placement._priority import RACE_TIE, within_noise
 from tessera.placement._progress import ProgressLike, Reporter
 from tessera.placement._settings import settings_base, with_setting_variants
 from tessera.placement._stats import Timing
@@ -336,11 +336,11 @@ def _best(latency: Mapping[str, float], per_second: Mapping[str, float],
         mine = ranks.get(best)
         tied = [(rank, order.index(n), n) for n in names
                 if mine is not None and (rank := ranks.get(n)) is not None and rank < mine
-                and within_noise(cost[n], cost[best])]
+                and within_noise(cost[n], cost[best], RACE_TIE)]
         if not tied:
             return best, ""
         chosen = min(tied)[2]
-        return chosen, (f", within noise ({TIE:.0%}) of {best}, whose target is listed "
+        return chosen, (f", within noise ({RACE_TIE:.0%}) of {best}, whose target is listed "
                         "later")
 
     def lowest(names: list[str]) -> tuple[str, str]:

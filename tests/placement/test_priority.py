@@ -103,10 +103,10 @@ def _race(targets: str, onnxruntime_s: float, openvino_s: float) -> str:
 
 
 def test_the_race_gives_a_tie_within_noise_to_the_earlier_listed_target() -> None:
-    kept = _race("onnxruntime,openvino", 0.0100, 0.0098)
+    kept = _race("onnxruntime,openvino", 0.0100, 0.0099)
     assert kept == ("greedy: first in priority; kept from the greedy plan, faster end to end, "
-                    "within noise (5%) of only openvino, whose target is listed later")
-    assert _race("openvino,onnxruntime", 0.0100, 0.0098).startswith("greedy: ")
-    assert _race("onnxruntime,openvino", 0.0100, 0.0090) == (
+                    "within noise (2%) of only openvino, whose target is listed later")
+    assert _race("openvino,onnxruntime", 0.0100, 0.0099).startswith("greedy: ")
+    assert _race("onnxruntime,openvino", 0.0100, 0.0097) == (  # 3% faster: a gain
         "only openvino: first in priority; kept from the only openvino plan, faster end to "
         "end")
