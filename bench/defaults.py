@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from bench._models import run_models
+from bench._models import NATIVES, lowest_cosine, native_defaults, precision_name, run_models
 from bench._rounds import in_rounds
 from bench.precision import cold_caches
 
@@ -40,8 +40,6 @@ CHECKS = 4
 
 def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
     import onnx
-    import onnxruntime as ort
-    import openvino as ov
 
     import tessera
     from tessera import zoo
@@ -54,27 +52,13 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
     model = load_model(path)
     feeds = implied_inputs(model, CHECKS, seed=1000)
     truth = answers(onnx.load(path), feeds)
-    outputs = [o.name for o in onnx.load(path, load_external_data=False).graph.output]
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    core = ov.Core()
-    compiled_ov = core.compile_model(core.read_model(path), "CPU")
-    request = compiled_ov.create_infer_request()
-    hint = compiled_ov.get_property("INFERENCE_PRECISION_HINT")
-    ov_precision = str(getattr(hint, "get_type_name", lambda: hint)())
-
-    def ov_run(feed: dict[str, Any]) -> dict[str, Any]:
-        result = request.infer(dict(feed), share_inputs=True)
-        return dict(zip(outputs, result.to_tuple(), strict=False))
-
-    def ort_run(feed: dict[str, Any]) -> dict[str, Any]:
-        return dict(zip(outputs, session.run(None, feed), strict=True))
+    natives, ov_precision = native_defaults(path)
 
     with tempfile.TemporaryDirectory() as cache, cold_caches(Path(cache)):
         began = time.perf_counter()
         compiled = tessera.compile(path, TARGETS)
         compile_s = time.perf_counter() - began
-        runs = {"ONNX Runtime defaults": ort_run, "OpenVINO defaults": ov_run,
-                "tessera": compiled.run}
+        runs = {**natives, "tessera": compiled.run}
         accuracy = {label: measure([run(f) for f in feeds], truth.outputs)
                     for label, run in runs.items()}
         feed = feeds[0]
@@ -83,12 +67,8 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
     record = compiled.plan.stats.precision
     plan = " + ".join(f"{p.target}[{len(p.nodes)}]" for p in compiled.plan.partitions)
     runs.clear()  # the sessions go with the closures when this returns
-    natives = ("ONNX Runtime defaults", "OpenVINO defaults")
-    faster = min(natives, key=lambda k: timed[k].median_ms)
-
-    def cosine(label: str) -> float:
-        return min((m.value for m in accuracy[label].values if m.metric == "cosine"),
-                   default=1.0)
+    natives.clear()
+    faster = min(NATIVES, key=lambda k: timed[k].median_ms)
 
     return {
         "model": name, "compile_s": round(compile_s, 1),
@@ -101,23 +81,17 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
                          for v in record.variants]},
         "openvino_default_precision": ov_precision,
         "judges": truth.judges,
-        "cosine": {label: round(cosine(label), 6) for label in accuracy},
+        "cosine": {label: round(lowest_cosine(accuracy[label]), 6) for label in accuracy},
         "timings": {k: m.to_dict() for k, m in timed.items()},
         "faster_native": faster,
         "ratio": round(timed[faster].median_ms / timed["tessera"].median_ms, 3),
     }
 
 
-def _precision_name(text: str) -> str:
-    """'bf16' from OpenVINO's element type, however it was written down."""
-    return {"<Type: 'bfloat16'>": "bf16", "<Type: 'float32'>": "f32",
-            "<Type: 'float16'>": "f16"}.get(text, text)
-
-
 def markdown(result: dict[str, Any]) -> str:
     rows = result["models"]
     for r in rows:
-        r["openvino_default_precision"] = _precision_name(r["openvino_default_precision"])
+        r["openvino_default_precision"] = precision_name(r["openvino_default_precision"])
     bf16 = any(r["openvino_default_precision"] != "f32" for r in rows)
     lines = ["# Defaults against defaults", "",
              f"Command: `{result['command']}` at commit `{result['commit']}`", "",

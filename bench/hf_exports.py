@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bench._models import run_models
+from bench._models import NATIVES, Run, lowest_cosine, native_defaults, run_models
 from bench._rounds import in_rounds, paired
 from bench.precision import cold_caches, first_line
 
@@ -173,8 +173,6 @@ def _vocab(name: str) -> int:
 
 def _bench_exported(name: str, path: str, rounds: int, seconds: float) -> dict[str, Any]:
     import onnx
-    import onnxruntime as ort
-    import openvino as ov
 
     import tessera
     from tessera._private.accuracy import measure
@@ -186,23 +184,8 @@ def _bench_exported(name: str, path: str, rounds: int, seconds: float) -> dict[s
     checks = inputs(name, vocab, CHECKS, seed=1000)
     profile = TEXT_PROFILE if arch.text else IMAGE_PROFILE
     truth = answers(onnx.load(path), checks)
-    outputs = [o.name for o in onnx.load(path, load_external_data=False).graph.output]
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    core = ov.Core()
-    compiled_ov = core.compile_model(core.read_model(path), "CPU")
-    request = compiled_ov.create_infer_request()
-    hint = compiled_ov.get_property("INFERENCE_PRECISION_HINT")
-    ov_precision = str(getattr(hint, "get_type_name", lambda: hint)())
-
-    def ov_run(feed: dict[str, Any]) -> dict[str, Any]:
-        result = request.infer(dict(feed), share_inputs=True)
-        return dict(zip(outputs, result.to_tuple(), strict=False))
-
-    def ort_run(feed: dict[str, Any]) -> dict[str, Any]:
-        return dict(zip(outputs, session.run(None, feed), strict=True))
-
-    runs: dict[str, Callable[[dict[str, Any]], Any]] = {
-        "ONNX Runtime defaults": ort_run, "OpenVINO defaults": ov_run}
+    natives, ov_precision = native_defaults(path)
+    runs: dict[str, Run] = dict(natives)
     compiles: dict[str, dict[str, Any]] = {}
     for label, options in (("tessera", {}),
                            ("tessera + samples", {"samples": samples, "accuracy": BUDGET})):
@@ -230,12 +213,8 @@ def _bench_exported(name: str, path: str, rounds: int, seconds: float) -> dict[s
     timed = in_rounds({label: (lambda run=run: run(feed)) for label, run in runs.items()},
                       rounds=rounds, seconds=seconds)
     runs.clear()  # the sessions go with the closures when this returns
-    natives = ("ONNX Runtime defaults", "OpenVINO defaults")
-    faster = min(natives, key=lambda k: timed[k].median_ms)
-
-    def cosine(label: str) -> float:
-        return min((m.value for m in accuracy[label].values if m.metric == "cosine"),
-                   default=1.0)
+    natives.clear()
+    faster = min(NATIVES, key=lambda k: timed[k].median_ms)
 
     for label, entry in compiles.items():  # paired within rounds: drift cancels
         if label in timed:
@@ -243,18 +222,13 @@ def _bench_exported(name: str, path: str, rounds: int, seconds: float) -> dict[s
     return {
         "model": name, "family": arch.family, "profile": {k: list(v) for k, v in
                                                          profile.items()},
-        "openvino_default_precision": _precision_name(ov_precision),
+        "openvino_default_precision": ov_precision,
         "judges": truth.judges,
-        "cosine": {label: round(cosine(label), 6) for label in accuracy},
+        "cosine": {label: round(lowest_cosine(accuracy[label]), 6) for label in accuracy},
         "timings": {k: m.to_dict() for k, m in timed.items()},
         "faster_native": faster,
         "tessera": compiles,
     }
-
-
-def _precision_name(text: str) -> str:
-    return {"<Type: 'bfloat16'>": "bf16", "<Type: 'float32'>": "f32",
-            "<Type: 'float16'>": "f16"}.get(text, text)
 
 
 def _cell(row: dict[str, Any], label: str) -> tuple[str, str, str, str]:
