@@ -19,6 +19,7 @@ Each row is timed in its own block, in rounds; a ratio is the median over rounds
 native default's time over the tessera row's in the same round (higher is faster; the target
 is at least 0.98 within the budget).
 
+    pip install -e '.[bench]'                             # transformers and onnxscript
     python -m bench.hf_exports                            # bench/results/hf-exports.{md,json}
     python -m bench.hf_exports --models distilbert --rounds 1"""
 
