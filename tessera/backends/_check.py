@@ -32,8 +32,9 @@ def refused_nodes(backend: Backend, submodel: onnx.ModelProto, target: Target
     refused = []
     for name, node in zip(flow.names, flow.nodes, strict=True):
         try:
-            support = region_support(backend, node, submodel.functions, opset, types,
-                                     target) or \
+            region = region_support(backend, node, submodel.functions, opset, types, target)
+            # a refusal is a falsy Support: never `or` the two answers
+            support = region if region is not None else \
                 backend.supports(node, opset, types, constants, target=target)
         except TesseraError:
             raise

@@ -9,6 +9,7 @@ the function's `doc_string` says why it stayed whole."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -193,7 +194,7 @@ def _wrap(flow: DataflowGraph, region: Region, imports: list[onnx.OperatorSetIdP
     return call, function
 
 
-def region_function(node: onnx.NodeProto, functions: list[onnx.FunctionProto]
+def region_function(node: onnx.NodeProto, functions: Iterable[onnx.FunctionProto]
                     ) -> onnx.FunctionProto | None:
     """The function a region node calls, or None for any other node."""
     if node.domain != REGION_DOMAIN:

@@ -16,9 +16,9 @@ from tessera.target import Target
 # machine; the race treats 5% as close for the same reason (`_race.CLOSE`). A target less
 # than 5% faster is not measurably faster: the order the user listed the targets in decides.
 TIE = 0.05
-# The end-to-end race times whole plans in alternating rounds, and more rounds where it is
-# close (`_race.CLOSE`), so it resolves less: a whole plan 2% faster is a gain it keeps (a
-# plan given up to priority costs at most that much, where the user may ask for 0.98x).
+# The end-to-end race times whole plans in alternating rounds, with more rounds where it is
+# close (`_race.CLOSE`), so it tells apart smaller differences than a candidate's cost: a
+# whole plan 2% faster is kept, and giving a plan up to priority costs at most that much.
 RACE_TIE = 0.02
 
 _C = TypeVar("_C")

@@ -175,3 +175,15 @@ def test_regions_of_different_bodies_never_share_a_cost_record() -> None:
     other = load_model(other_proto, require_static=False)
     index = one.dataflow.names.index("region:split")
     assert one.structural_hash(1 << index) != other.structural_hash(1 << index)
+
+
+def test_compiling_a_region_on_a_backend_that_runs_tensors_only_is_refused() -> None:
+    from tessera.backends import get
+    from tessera.errors import CompileError
+    from tessera.ir import extract_submodel
+
+    model = load_model(sequence_model(), require_static=False)
+    index = model.dataflow.names.index("region:split")
+    submodel = extract_submodel(model, 1 << index)
+    with pytest.raises(CompileError, match="openvino runs tensors only"):
+        get("openvino").compile(submodel, "openvino")
