@@ -184,3 +184,25 @@ def test_the_remembered_plan_depends_on_names_config_and_imported_costs(
     tessera.compile(mlp(), targets, partitioner="collage")
     assert CostDB(fresh).import_(exported) > 0  # new costs: the plans made without them go
     assert CostDB(fresh).describe()["plans"] == 0
+
+
+def test_models_of_one_structure_with_other_value_names_do_not_share_a_plan(
+        tmp_path: "os.PathLike[str]", monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two expansions of one function differ only in their values' names (node names are
+    generated alike): each gets its own plan, and runs."""
+    monkeypatch.setenv("TESSERA_COST_DB", os.path.join(tmp_path, "costs.sqlite"))
+
+    def softmax(hidden: str) -> onnx.ModelProto:
+        graph = helper.make_graph(
+            [helper.make_node("ReduceMax", ["x"], [hidden], axes=[1], name="max"),
+             helper.make_node("Sub", ["x", hidden], ["y"], name="sub")], "g",
+            [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+            [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for hidden in ("first_max", "second_max"):
+        compiled = tessera.compile(softmax(hidden), ["onnxruntime", "reference"],
+                                   partitioner="collage")
+        assert "plan_cache" not in compiled.plan.stats
+        np.testing.assert_array_equal(compiled.run({"x": x})["y"], x - x.max(1, keepdims=True))

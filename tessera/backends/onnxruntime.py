@@ -103,6 +103,8 @@ def _kernels(provider: str) -> dict[tuple[str, str], list[tuple[int, int, dict[s
     return table
 
 
+_FLOAT16, _FLOAT = "tensor(float16)", "tensor(float)"
+
 DEVIATIONS = (
     dev.Deviation(("MaxUnpool",), "output_shape is not honoured",
                   lambda facts: facts.has_input(2)),
@@ -160,6 +162,13 @@ class OnnxRuntimeBackend(Backend):
             if all(_allowed(constraints, params, i, t) for i, t in known.items()):
                 return Support(True, f"ONNX Runtime {provider} kernel {node.op_type}-{since}")
         wanted = ", ".join(sorted(set(known.values())))
+        if provider == "CPUExecutionProvider" and _FLOAT16 in known.values():
+            # its InsertCastTransformer computes such a node in float32 between Casts
+            widened = {i: _FLOAT if t == _FLOAT16 else t for i, t in known.items()}
+            for _, _, constraints in in_range:
+                if all(_allowed(constraints, params, i, t) for i, t in widened.items()):
+                    return Support(True, f"ONNX Runtime computes {node.op_type}-{since} on "
+                                         "float16 in float32, between Casts it inserts")
         return Support(False, f"ONNX Runtime has no {node.op_type}-{since} kernel for {wanted}")
 
     def device_available(self, target: Target) -> Availability:

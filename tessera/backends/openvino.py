@@ -150,6 +150,12 @@ DEVIATIONS = (
     dev.Deviation(("RoiAlign",), "mode=max follows an older definition",
                   lambda facts: facts.attr("mode") == "max"),
     dev.Deviation(("DynamicQuantizeLinear",), "rounds halves away from zero, not to even"),
+    # with a constant scale too (1 value in 100,000 on a random input), but there QDQ models
+    # are its int8 route and the guard's tolerance holds; a scale computed at run time is
+    # dynamic quantization, whose answers are compared exactly
+    dev.Deviation(("QuantizeLinear",), "it multiplies by 1/scale, so a value on a rounding "
+                  "boundary lands one step off (dynamic quantization's expanded form)",
+                  lambda facts: not facts.is_constant(1)),
     dev.Deviation(("Tile",), "repeats given at run time give zeros",
                   lambda facts: not facts.is_constant(1)),
     dev.Deviation(("NonMaxSuppression",), "boxes whose overlap equals iou_threshold are "
@@ -165,6 +171,9 @@ DEVIATIONS = (
                   lambda facts: facts.attr("mode") == "CRD"),
     dev.Deviation(("Resize",), "antialias is not honoured",
                   lambda facts: facts.attr("antialias") == 1),
+    dev.Deviation(("Resize",), "keep_aspect_ratio_policy not_larger/not_smaller gives other "
+                  "output sizes (the node tests' outputs)",
+                  lambda facts: facts.attr("keep_aspect_ratio_policy") not in (None, "stretch")),
     dev.Deviation(("DFT",), "an axis given at run time fails the inference",
                   lambda facts: facts.has_input(2) and not facts.is_constant(2)),
     dev.Deviation(("RNN", "GRU", "LSTM"), "the batch-major layout (layout=1) gives other "
@@ -425,6 +434,7 @@ class _OpenVinoCompiled(Compiled):
         local, compiled = self._local, self.compiled
         lean = _lean_infer(compiled, self.inputs)
         declared = {spec.name: np.dtype(spec.dtype) for spec in self.inputs}
+        aliases = _numpy_aliases()
 
         def infer(feeds: dict[str, np.ndarray]) -> Any:
             request = getattr(local, "request", None)  # an infer request per thread
@@ -434,16 +444,39 @@ class _OpenVinoCompiled(Compiled):
                 call, tensor = lean
                 shared = {}
                 for name, value in feeds.items():
+                    if value.dtype.char in aliases:
+                        value = value.view(aliases[value.dtype.char])
                     flags = value.flags
                     if not (flags.c_contiguous and flags.writeable) or not value.ndim or \
                             value.dtype != declared.get(name):
                         break  # OpenVINO's own dispatch copies or converts these
                     shared[name] = tensor(value, shared_memory=True)
                 else:
+                    # the request keeps using shared memory after the call, until the next
+                    # one: held alive as OpenVINO's own dispatch holds it (request._inputs_data),
+                    # or the allocator hands it on and another backend's outputs get written
+                    local.shared = shared
                     return call(request, shared, False, True).values()
-            return request.infer(feeds, share_inputs=True).to_tuple()
+            return request.infer({n: v.view(aliases[v.dtype.char]) if isinstance(v, np.ndarray)
+                                  and v.dtype.char in aliases else v
+                                  for n, v in feeds.items()}, share_inputs=True).to_tuple()
 
         return infer
+
+
+@functools.cache
+def _numpy_aliases() -> dict[str, Any]:
+    """numpy's second names for 64-bit integers ('q', long long, where int64 is 'l'), which
+    ONNX Runtime's outputs carry and OpenVINO's Python takes for no type ('Unsupported data
+    type: int64'): each maps to the name OpenVINO knows, viewed without a copy."""
+    import numpy as np
+
+    aliases: dict[str, Any] = {}
+    for alias, name in ((np.longlong, "int64"), (np.ulonglong, "uint64")):
+        if np.dtype(alias).char != np.dtype(name).char:
+            aliases[np.dtype(alias).char] = np.dtype(name)
+    return aliases
+
 
 
 def _regions(producers: list[list[int]], consumers: list[list[int]], chosen: list[bool]

@@ -100,7 +100,11 @@ class _ReferenceCompiled(Compiled):
         if self._weights:
             feeds = {**feeds, **self._weights}
         outputs = self.evaluator.run(self._names, feeds)
-        return {n: np.asarray(v) for n, v in zip(self._names, outputs, strict=True)}
+        # sequences stay lists, maps dicts and empty optionals None, as ONNX Runtime gives them
+        values: dict[str, Any] = {
+            n: v if v is None or isinstance(v, (list, dict)) else np.asarray(v)
+            for n, v in zip(self._names, outputs, strict=True)}
+        return values
 
 
 BACKEND = BACKENDS.register("reference", ReferenceBackend())

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera._private.shapes import default_size
+from tessera.errors import ModelError
 from tessera.ir._model import Model
 
 if TYPE_CHECKING:
@@ -49,6 +50,13 @@ def index_bound(model: Model, name: str) -> int | None:
     return min(bounds) if bounds else None
 
 
+def non_tensor_input(model: Model) -> str | None:
+    """The first graph input that is a sequence, optional or map: no inputs are implied."""
+    weights = {t.name for t in model.proto.graph.initializer}
+    return next((v.name for v in model.proto.graph.input
+                 if v.name not in weights and not v.type.HasField("tensor_type")), None)
+
+
 def implied_inputs(model: Model, count: int, seed: int = 0,
                    sizes: Mapping[str, int] | None = None) -> list[dict[str, np.ndarray]]:
     """`count` input dicts for `model`, symbolic dimensions at `sizes` (else their default
@@ -56,6 +64,10 @@ def implied_inputs(model: Model, count: int, seed: int = 0,
     import numpy as np
     import onnx
 
+    not_tensor = non_tensor_input(model)
+    if not_tensor:
+        raise ModelError(f"input {not_tensor!r} is not a tensor, and tessera implies only "
+                         "tensor inputs: pass samples (a list of input dicts)")
     rng = np.random.default_rng(seed)
     weights = {t.name for t in model.proto.graph.initializer}
     specs = []
@@ -88,4 +100,4 @@ def implied_inputs(model: Model, count: int, seed: int = 0,
     return samples
 
 
-__all__ = ["implied_inputs", "index_bound"]
+__all__ = ["implied_inputs", "index_bound", "non_tensor_input"]

@@ -227,9 +227,16 @@ def _copy(proto: onnx.ModelProto, onnx_module: Any) -> onnx.ModelProto:
     return copy
 
 
-def extract_submodel(model: Model, mask: NodeSet) -> onnx.ModelProto:
+def extract_submodel(model: Model, mask: NodeSet, *, widen_float16: bool = False
+                     ) -> onnx.ModelProto:
     """A standalone, valid ONNX model computing the nodes in `mask` (which must be convex),
-    with original value names, the initializers it uses and the model's opset imports."""
+    with original value names, the initializers it uses and the model's opset imports.
+
+    `widen_float16`: float16 values passed between partitions (neither a model input nor a
+    model output) cross the boundary as float32, through a Cast on each side. Backends that
+    compute float16 in float32 (ONNX Runtime between the Casts it inserts, OpenVINO at f32)
+    fold the pair away, so a value is rounded to float16 no more often than when one backend
+    runs the whole model; for every other backend the Casts are exact."""
     import onnx
 
     flow = model.dataflow
@@ -263,6 +270,8 @@ def extract_submodel(model: Model, mask: NodeSet) -> onnx.ModelProto:
             if o and o in types and o not in outputs
         ],
     )
+    if widen_float16:
+        _widen_float16(model, graph)
     sub = onnx.helper.make_model(
         graph, opset_imports=list(model.proto.opset_import), ir_version=model.proto.ir_version,
         producer_name="tessera",
@@ -271,6 +280,54 @@ def extract_submodel(model: Model, mask: NodeSet) -> onnx.ModelProto:
     sub.functions.extend(f for f in model.proto.functions if f.domain in domains)
     _weights.mark(sub, _weights.directory_of(model.proto))  # its references resolve there
     return sub
+
+
+NARROW_SUFFIX = "/float16"  # a widened boundary value's float16 form inside a partition
+
+
+def _widen_float16(model: Model, graph: onnx.GraphProto) -> None:
+    """The float16 boundary values of `graph` that pass between partitions, carried as
+    float32 (`extract_submodel(widen_float16=True)`); nodes are copied before renaming."""
+    import onnx
+
+    fixed = {*model.input_names, *model.output_names}
+    direct = {name for node in graph.node for name in (*node.input, *node.output)}
+
+    def widened(values: Any) -> list[str]:
+        return [v.name for v in values
+                if v.name not in fixed and v.name in direct
+                and v.type.HasField("tensor_type")
+                and v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16]
+
+    ins, outs = widened(graph.input), widened(graph.output)
+    # a value a subgraph reads from the outer scope keeps its name: left as it is
+    nested = {n for node in graph.node for n in subgraph_inputs(node)} - \
+        {n for node in graph.node for n in node.input}
+    ins, outs = [n for n in ins if n not in nested], [n for n in outs if n not in nested]
+    if not ins and not outs:
+        return
+    rename = {name: name + NARROW_SUFFIX for name in (*ins, *outs)}
+    nodes = []
+    for node in graph.node:
+        if any(n in rename for n in (*node.input, *node.output)):
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            copy.input[:] = [rename.get(n, n) for n in node.input]
+            copy.output[:] = [rename.get(n, n) for n in node.output]
+            node = copy
+        nodes.append(node)
+    to_half = [onnx.helper.make_node("Cast", [n], [rename[n]], to=onnx.TensorProto.FLOAT16,
+                                     name=f"tessera.narrow/{n}") for n in ins]
+    to_float = [onnx.helper.make_node("Cast", [rename[n]], [n], to=onnx.TensorProto.FLOAT,
+                                      name=f"tessera.widen/{n}") for n in outs]
+    del graph.node[:]
+    graph.node.extend([*to_half, *nodes, *to_float])
+    for value in (*graph.input, *graph.output):
+        if value.name in rename:
+            value.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    for value in graph.value_info:
+        if value.name in rename:
+            value.name = rename[value.name]
 
 
 def load_skeleton(path: str | Path) -> Model:

@@ -52,14 +52,18 @@ def check_partition(model: Model, nodes: Sequence[str], compiled: Compiled,
     feeds = random_inputs(compiled, shapes=shapes)
     if feeds is None:
         return Check()
+    # judged in the partition's own types: float16 a chain carries as float32 is narrowed
+    # first (exactly: the build widens it through a Cast), its answers after
+    submodel = extract_submodel(model, model.node_set(nodes))
+    feeds = _in_types(feeds, _declared(submodel.graph.input))
     try:
-        got = compiled.run(feeds)
+        own = _in_types(feeds, {spec.name: spec.dtype for spec in compiled.inputs})
+        got = _in_types(compiled.run(own), _declared(submodel.graph.output))
     except TesseraError as err:
         return Check(Finding(tuple(nodes), f"numeric guard: {compiled.backend} failed on "
                                            f"random inputs: {first_line(err)}"))
     kind = compiled.target.kind.name
     oracle = oracle or Oracle(exclude=(kind,))
-    submodel = extract_submodel(model, model.node_set(nodes))
     truth = oracle.truth(submodel, [feeds])
     seen = [_outvoted(model, nodes, voter, why, feeds, truth.judges)
             for voter, why in truth.dissent]
@@ -77,6 +81,26 @@ def check_partition(model: Model, nodes: Sequence[str], compiled: Compiled,
     narrowed = narrow(model, nodes, feeds, run, oracle, str(target), verdict)
     evidence = disagreement(model, narrowed)
     return Check(Finding(narrowed.nodes, f"numeric guard: {evidence}", evidence), tuple(seen))
+
+
+def _declared(values: Sequence[Any]) -> dict[str, Any]:
+    from onnx import helper
+
+    return {v.name: helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
+            for v in values if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type}
+
+
+def _in_types(values: Mapping[str, Any], dtypes: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` with each float array in the float type `dtypes` gives it."""
+    import numpy as np
+
+    out = dict(values)
+    for name, value in values.items():
+        wanted = np.dtype(dtypes[name]) if name in dtypes else None
+        if wanted is not None and wanted.kind == "f" and isinstance(value, np.ndarray) and \
+                value.dtype.kind == "f" and wanted != value.dtype:
+            out[name] = value.astype(wanted)
+    return out
 
 
 def _outvoted(model: Model, nodes: Sequence[str], who: str, why: str,

@@ -29,11 +29,14 @@ def versions(kinds: Sequence[str]) -> str:
 
 def search_key(model: Model, config: CompilationConfig, pins: Mapping[int, Target],
                banned: Banned | None) -> str:
-    """What a searched plan depends on: the model's structure and node names, the config's
-    cache key, pins, bans, the machine and every backend's version."""
+    """What a searched plan depends on: the model's structure, node and value names, the
+    config's cache key, pins, bans, the machine and every backend's version."""
     by_kind = {t.kind.name: backends.get(t.kind.name).is_available().version
                for t in config.priority}
-    payload = [__version__, model.structural_hash(), model.dataflow.names,
+    # a plan names values as well as nodes: models of one structure whose values are named
+    # otherwise (onnx's function expansions, say) must not share it
+    wiring = [[list(n.input), list(n.output)] for n in model.dataflow.nodes]
+    payload = [__version__, model.structural_hash(), model.dataflow.names, wiring,
                config.cache_key(), [str(t) for t in config.priority],
                sorted((i, str(t)) for i, t in pins.items()),
                sorted((n, sorted(b.items())) for n, b in (banned or {}).items()),

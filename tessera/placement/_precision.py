@@ -39,7 +39,7 @@ from tessera._private.timing import Clock
 from tessera.config import CompilationConfig
 from tessera.errors import TesseraError
 from tessera.ir import Model, Samples
-from tessera.ir._implied import implied_inputs
+from tessera.ir._implied import implied_inputs, non_tensor_input
 from tessera.oracle import answers
 from tessera.placement._builder import Builder, Built, Runnable
 from tessera.placement._objective import Objective
@@ -134,6 +134,10 @@ def precision_setup(model: Model, config: CompilationConfig, samples: Samples | 
                 "and int8 is tried only with an accuracy budget and your own samples")
     generated = samples is None
     if samples is None:
+        not_tensor = non_tensor_input(model)
+        if not_tensor:
+            return (f"input {not_tensor!r} is not a tensor, and tessera generates only tensor "
+                    "inputs: pass samples to judge a lower precision")
         samples = Samples.load(implied_inputs(model, GENERATED, sizes=sizes), model)
     if budget is None:
         options = replace(config.options, accuracy=AccuracyBudget.parse(DEFAULT_BUDGET))
@@ -218,12 +222,12 @@ def search_precision(model: Model, config: CompilationConfig, fp32: Plan, fp32_b
     assert fp32_built.runnable is not None
     try:
         fp32_outputs = [fp32_built.runnable.run(f) for f in feeds]
-    except TesseraError as err:  # inputs it cannot take: categories no encoder knows
+        truth = answers(model.proto, feeds)
+    except TesseraError as err:  # inputs it cannot take: categories no encoder knows, scales
         refused = fp32.with_stats(precision=PrecisionRecord(
-            f"not tried: the fp32 plan fails on the inputs that would judge it ("
-            f"{first_line(err)}); give samples of real inputs (samples=...)"))
+            f"not tried: the fp32 plan or the oracle fails on the inputs that would judge it "
+            f"({first_line(err)}); give samples of real inputs (samples=...)"))
         return refused, replace(fp32_built, plan=refused)
-    truth = answers(model.proto, feeds)
     judge = _Judge(model, config, builder, samples, budget, list(truth.outputs), feeds,
                    truth.judges)
     table = SupportTable.build(model, config, None, pins or {})  # pinned nodes stay

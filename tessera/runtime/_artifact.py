@@ -34,6 +34,7 @@ from tessera.errors import ArtifactError
 from tessera.ir import extract_submodel
 from tessera.ir._weights import FILE, directory_of, mark, reference, refers
 from tessera.placement._costdb import machine
+from tessera.runtime._executor import widens_float16
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,7 +67,8 @@ def save(compiled: CompiledModel, path: Path) -> Path:
         name = f"partitions/{i:03d}.onnx"
         # a lower-precision partition keeps its prepared form: loading quantizes nothing
         submodel = built.prepared_form() or extract_submodel(
-            compiled.model, compiled.model.node_set(part.nodes))
+            compiled.model, compiled.model.node_set(part.nodes),
+            widen_float16=widens_float16(compiled.plan))
         entries[name] = _externalize(submodel, tensors)
         backend = backends.get(built.backend)
         record: dict[str, Any] = {"target": str(part.target), "built_as": str(built.target),

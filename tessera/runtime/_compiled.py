@@ -34,6 +34,7 @@ from tessera.placement._progress import Reporter
 from tessera.runtime._accuracy import with_accuracy
 from tessera.runtime._artifact import save
 from tessera.runtime._calibration import Activations
+from tessera.runtime._executor import widens_float16
 from tessera.runtime._warm import compile_partition
 
 if TYPE_CHECKING:
@@ -321,10 +322,10 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
             report.advance("build", str(part.target))
             continue
         mask = model.node_set(part.nodes)
-        submodel = extract_submodel(model, mask)
         backend = backends.get(target.kind.name)
         calibration = activations.for_partition(model.dataflow.boundary(mask)[0]) \
             if activations is not None and backend.calibrated(target) else None
+        submodel = extract_submodel(model, mask, widen_float16=widens_float16(plan))
         try:
             compiled = (compile_partition(model, mask, submodel, target,
                                           calibration=calibration, device=part.device)
@@ -345,6 +346,7 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
 
 def submodel_of(model: Model, nodes: tuple[str, ...] | list[str]) -> onnx.ModelProto:
     return extract_submodel(model, model.node_set(nodes))
+
 
 
 

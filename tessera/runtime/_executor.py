@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tessera import backends
 from tessera.backends import Compiled
 from tessera.placement import Plan
 
@@ -63,4 +64,12 @@ def _last_uses(plan: Plan, keep: list[str]) -> list[list[str]]:
     return frees
 
 
-__all__ = ["GraphExecutor"]
+def widens_float16(plan: Plan) -> bool:
+    """Whether the plan's chain carries float16 between partitions as float32
+    (`extract_submodel(widen_float16=True)`): unless a partition quantizes with calibration
+    data, which holds the boundary's own types."""
+    return not any(backends.get(p.target.kind.name).calibrated(p.target)
+                   for p in plan.partitions)
+
+
+__all__ = ["GraphExecutor", "widens_float16"]

@@ -18,6 +18,7 @@ from tessera.placement._costdb import machine
 from tessera.placement._devices import assign_devices
 from tessera.runtime._artifact import Artifact, FallbackWarning, read
 from tessera.runtime._compiled import CompiledModel, assemble
+from tessera.runtime._executor import widens_float16
 
 
 def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> CompiledModel:
@@ -48,7 +49,8 @@ def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> Compi
     if len(plan.partitions) != len(manifest["partitions"]):
         policy = ThreadPolicy.for_partitions(len(plan.partitions), config.options.threads)
     same_machine = manifest.get("machine") == machine()
-    built = [_build(artifact, model, part, record, same_machine, policy)
+    widen = widens_float16(plan)
+    built = [_build(artifact, model, part, record, same_machine, policy, widen)
              for part, record in zip(plan.partitions, records, strict=True)]
     compiled = assemble(model, config, plan, [b for b, _ in built], policy)
     compiled.sources = [how for _, how in built]
@@ -56,14 +58,15 @@ def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> Compi
 
 
 def _build(artifact: Artifact, model: Model, part: Partition, record: dict[str, Any] | None,
-           same_machine: bool, policy: ThreadPolicy) -> tuple[Compiled, str]:
+           same_machine: bool, policy: ThreadPolicy, widen: bool) -> tuple[Compiled, str]:
     """The partition built for its device target, and from what: 'cache', 'submodel' or
     're-placed'."""
     device = part.device
     target = policy.apply(part.target, device)
     backend = backends.get(target.kind.name)
     if record is None:
-        return backend.compile(extract_submodel(model, model.node_set(part.nodes)), target,
+        return backend.compile(extract_submodel(model, model.node_set(part.nodes),
+                                                widen_float16=widen), target,
                                check=False, device=device), "re-placed"
     submodel = artifact.model(record["submodel"])
     cache = record.get("cache")

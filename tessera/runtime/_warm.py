@@ -55,7 +55,7 @@ def compile_partition(model: Model, mask: NodeSet, submodel: onnx.ModelProto,
     except OSError:  # no cache directory to write: compile without one
         return backend.compile(submodel, target, check=False, calibration=calibration,
                                device=device)
-    key = partition_key(model, mask, target, calibration)
+    key = partition_key(model, mask, target, calibration, submodel)
     entry = root / key
     if (entry / _DONE).is_file():
         try:
@@ -96,7 +96,8 @@ def _compile_and_publish(backend: Backend, submodel: onnx.ModelProto, target: Ta
 
 
 def partition_key(model: Model, mask: NodeSet, target: Target,
-                  calibration: Calibration | None = None) -> str:
+                  calibration: Calibration | None = None,
+                  submodel: onnx.ModelProto | None = None) -> str:
     flow = model.dataflow
     backend = backends.get(target.kind.name)
     version = backend.is_available().version
@@ -108,6 +109,9 @@ def partition_key(model: Model, mask: NodeSet, target: Target,
     payload = [__version__, machine(), target.codegen_key(), version, model.content_digest,
                model.structural_hash(mask), [flow.names[i] for i in members(mask)],
                list(inputs), list(outputs)]
+    if submodel is not None:  # the types its boundary crosses in (float16 may be widened)
+        payload.append([v.type.tensor_type.elem_type
+                        for v in (*submodel.graph.input, *submodel.graph.output)])
     if backend.calibrated(target):  # a static int8 form is fixed by its calibration data
         payload.append(calibration_digest(calibration))
     return hashlib.sha1(json.dumps(payload).encode(), usedforsecurity=False).hexdigest()

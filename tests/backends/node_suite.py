@@ -440,6 +440,13 @@ def _version(name: str) -> str:
     return version(dist.get(name, name))
 
 
+def _kept_sections(path: Path) -> str:
+    """The whole-suite comparison `bench.onnx_suite` writes into the same page, kept."""
+    begin = "<!-- onnx-suite:"
+    text = path.read_text() if path.exists() else ""
+    return "\n" + text[text.index(begin):] if begin in text else ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     global _TOTAL
     parser = argparse.ArgumentParser(description=__doc__)
@@ -472,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out and results:
         runs = [json.loads((results / f"{b}.json").read_text()) for b in ALL
                 if (results / f"{b}.json").exists()]
-        Path(args.out).write_text(coverage_markdown(runs))
+        Path(args.out).write_text(coverage_markdown(runs) + _kept_sections(Path(args.out)))
     return 1 if failed else 0
 
 

@@ -122,3 +122,31 @@ def test_compile_failure_names_backend_and_nodes() -> None:
     broken = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(CompileError, match=r"onnxruntime failed to compile nodes \['bad_relu'\]"):
         backends.get("onnxruntime").compile(broken, check=False)  # past the support check
+
+
+def test_onnxruntime_claims_float16_nodes_it_computes_in_float32() -> None:
+    """ONNX Runtime's CPU provider has no float16 Mul; it inserts Casts and computes it in
+    float32. So it is claimed, and the answer is float32's, rounded once."""
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["a", "b"], ["m"]), helper.make_node("Add", ["m", "a"], ["y"])],
+        "half", [helper.make_tensor_value_info(n, TensorProto.FLOAT16, [64]) for n in "ab"],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [64])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = load_model(proto)
+    flow, ort = model.dataflow, backends.get("onnxruntime")
+    mul = ort.supports(flow.nodes[0], model.opset, flow.value_types, flow.constants)
+    assert mul and "in float32, between Casts it inserts" in mul.reason
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(64).astype(np.float16) for _ in range(2))
+    got = ort.compile(proto).run({"a": a, "b": b})["y"]
+    want = (a.astype(np.float32) * b.astype(np.float32) + a.astype(np.float32))
+    np.testing.assert_array_equal(got, want.astype(np.float16))
+    # other types it has no kernel for are not widened: bfloat16 stays refused
+    brain = helper.make_graph(
+        [helper.make_node("Mul", ["a", "b"], ["y"])], "bf16",
+        [helper.make_tensor_value_info(n, TensorProto.BFLOAT16, [4]) for n in "ab"],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [4])])
+    other = load_model(helper.make_model(brain, opset_imports=[helper.make_opsetid("", 17)]))
+    refused = ort.supports(other.dataflow.nodes[0], other.opset, other.dataflow.value_types,
+                           other.dataflow.constants)
+    assert not refused and "no Mul-14 kernel for tensor(bfloat16)" in refused.reason

@@ -267,3 +267,103 @@ def test_small_integer_initializers_are_structure() -> None:
     second.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 6
     second.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 1
     assert load_model(first).structural_hash() != load_model(second).structural_hash()
+
+
+def test_a_model_strict_shape_inference_rejects_in_onnx_s_own_function_body_loads() -> None:
+    """MeanVarianceNormalization's function body fails onnx's strict inference (a Constant
+    with no value for the default axes); runtimes never expand it, so the model loads with
+    what inference could find, and runs as ONNX Runtime runs it."""
+    import onnxruntime as ort
+
+    graph = helper.make_graph(
+        [helper.make_node("MeanVarianceNormalization", ["x"], ["y"])], "mvn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3, 3, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3, 3, 1])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(onnx.shape_inference.InferenceError):
+        onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+    model = load_model(proto)
+    x = np.random.default_rng(0).standard_normal((3, 3, 3, 1)).astype(np.float32)
+    session = ort.InferenceSession(proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    import tessera
+
+    got = tessera.compile(model, "onnxruntime").run({"x": x})["y"]
+    np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=1e-6, atol=1e-6)
+    # and independently of both: normalised over axes 0, 2, 3
+    mean = x.mean(axis=(0, 2, 3), keepdims=True)
+    std = np.sqrt(((x - mean) ** 2).mean(axis=(0, 2, 3), keepdims=True))
+    np.testing.assert_allclose(got, (x - mean) / std, rtol=1e-4, atol=1e-4)
+
+
+def test_a_model_that_fails_shape_inference_either_way_is_refused() -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "z"], ["y"])], "bad",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ModelError, match="shape inference failed"):
+        load_model(proto)
+
+
+def _half_chain() -> onnx.ModelProto:
+    """float16 in and out, three steps whose intermediate values ONNX rounds to float16."""
+    half = TensorProto.FLOAT16
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "x"], ["sq"], name="square"),
+         helper.make_node("Div", ["sq", "three"], ["third"], name="third"),
+         helper.make_node("Mul", ["third", "three"], ["y"], name="back")], "half",
+        [helper.make_tensor_value_info("x", half, [256])],
+        [helper.make_tensor_value_info("y", half, [256])],
+        initializer=[numpy_helper.from_array(np.array(3.0, np.float16), "three")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_float16_between_partitions_can_cross_as_float32() -> None:
+    from tessera.ir import extract_submodel
+
+    model = load_model(_half_chain())
+    middle = model.node_set(["third"])
+    plain = extract_submodel(model, middle)
+    assert [v.type.tensor_type.elem_type for v in (*plain.graph.input, *plain.graph.output)] \
+        == [TensorProto.FLOAT16, TensorProto.FLOAT16]
+    wide = extract_submodel(model, middle, widen_float16=True)
+    assert [(v.name, v.type.tensor_type.elem_type) for v in wide.graph.input] == \
+        [("sq", TensorProto.FLOAT)]
+    assert [(v.name, v.type.tensor_type.elem_type) for v in wide.graph.output] == \
+        [("third", TensorProto.FLOAT)]
+    assert [n.op_type for n in wide.graph.node] == ["Cast", "Div", "Cast"]
+    onnx.checker.check_model(wide, full_check=True)
+    # the model's own inputs and outputs keep their type
+    first = extract_submodel(model, model.node_set(["square"]), widen_float16=True)
+    assert first.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT16
+    assert first.graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    # and the Casts are exact: the reference gives the float16 answer unchanged
+    x = np.random.default_rng(0).standard_normal(256).astype(np.float16)
+    sq = x * x
+    got = ReferenceEvaluator(wide).run(None, {"sq": sq.astype(np.float32)})[0]
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, (sq / np.float16(3)).astype(np.float32))
+
+
+def test_a_float16_model_split_across_backends_rounds_no_more_than_one_backend() -> None:
+    """ONNX Runtime computes float16 in float32 between Casts it inserts; split between
+    OpenVINO and ONNX Runtime, the chain carries float32 between them and agrees with ONNX
+    Runtime alone, not with a chain that rounds at each boundary."""
+    import onnxruntime as ort
+
+    import tessera
+
+    proto = _half_chain()
+    x = np.random.default_rng(1).standard_normal(256).astype(np.float16)
+    alone = ort.InferenceSession(proto.SerializeToString(),
+                                 providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    compiled = tessera.compile(proto, "openvino,onnxruntime", partitioner="greedy",
+                               pins={"third": "onnxruntime"})
+    assert [str(p.target) for p in compiled.plan.partitions] == \
+        ["openvino", "onnxruntime", "openvino"]
+    got = compiled.run({"x": x})["y"]
+    np.testing.assert_array_equal(got, alone)
+    rounded = ((x * x) / np.float16(3)) * np.float16(3)  # numpy rounds every step
+    assert not np.array_equal(alone, rounded)  # the model tells the two apart

@@ -187,3 +187,40 @@ def test_compiling_a_region_on_a_backend_that_runs_tensors_only_is_refused() -> 
     submodel = extract_submodel(model, 1 << index)
     with pytest.raises(CompileError, match="openvino runs tensors only"):
         get("openvino").compile(submodel, "openvino")
+
+
+def test_the_reference_gives_sequences_as_lists_even_ragged_ones() -> None:
+    """SplitToSequence into parts of unequal length: a list of arrays, as ONNX Runtime gives
+    it (an array of them cannot be made)."""
+    graph = h.make_graph(
+        [h.make_node("SplitToSequence", ["x", "split"], ["parts"], axis=0)], "ragged",
+        [h.make_tensor_value_info("x", T.FLOAT, [5])],
+        [h.make_value_info("parts", h.make_sequence_type_proto(
+            h.make_tensor_type_proto(T.FLOAT, None)))],
+        initializer=[h.make_tensor("split", T.INT64, [2], [2, 3])])
+    proto = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    x = np.arange(5, dtype=np.float32)
+    [want] = _ort(proto, {"x": x})
+    got = tessera.compile(proto, "reference").run({"x": x})["parts"]
+    assert isinstance(got, list) and [p.tolist() for p in got] == [w.tolist() for w in want]
+
+
+def test_no_inputs_are_implied_for_a_sequence_input_and_precision_says_why() -> None:
+    from tessera.config import CompilationConfig
+    from tessera.errors import ModelError
+    from tessera.ir._implied import implied_inputs
+    from tessera.placement._precision import precision_setup
+
+    graph = h.make_graph(
+        [h.make_node("ConcatFromSequence", ["items"], ["y"], axis=0)], "takes a sequence",
+        [h.make_value_info("items", h.make_sequence_type_proto(
+            h.make_tensor_type_proto(T.FLOAT, [2])))],
+        [h.make_tensor_value_info("y", T.FLOAT, [None])])
+    model = load_model(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)],
+                                    ir_version=8), require_static=False)
+    with pytest.raises(ModelError, match=r"'items' is not a tensor.*pass samples"):
+        implied_inputs(model, 2)
+    why = precision_setup(model, CompilationConfig.create("openvino,onnxruntime"), None)
+    # where this CPU has a float form below fp32, the sequence input is why none is tried
+    assert isinstance(why, str)
+    assert "'items' is not a tensor" in why or "no target computes a float form" in why

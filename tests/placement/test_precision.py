@@ -337,3 +337,27 @@ def test_under_throughput_a_whole_int8_plan_races_its_settings_variants() -> Non
     if record.kept != "fp32":  # the kept variant names the partition's precision target
         assert kept == [Target(record.kept)]
     assert compiled.plan.stats.accuracy is not None and compiled.plan.stats.accuracy.met
+
+
+def test_where_no_implementation_answers_the_judging_inputs_no_precision_is_tried(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs that would judge a lower precision but that every implementation refuses
+    (a Resize's scales drawn at random): the fp32 plan is kept and the record says why."""
+    from tessera.errors import ExecutionError
+    from tessera.placement import _precision
+
+    def no_answers(*_: object, **__: object) -> None:
+        raise ExecutionError("no implementation could compute the model's fp32 answers")
+
+    monkeypatch.setattr(_precision, "answers", no_answers)
+    samples = _samples("mlp", 4)
+    compiled = tessera.compile(zoo.export("mlp"), "onnxruntime", samples=samples,
+                               accuracy="cosine>=0.999")
+    record = compiled.plan.stats.precision
+    assert record is not None and record.status.startswith("not tried: the fp32 plan or the "
+                                                           "oracle fails on the inputs")
+    assert [str(p.target) for p in compiled.plan.partitions] == ["onnxruntime"]
+    reference = backends.get("reference").compile(compiled.model.proto, check=False)
+    np.testing.assert_allclose(compiled.run(samples[0])["output"],
+                               reference.run(samples[0])["output"],
+                               rtol=1e-5, atol=1e-6)
