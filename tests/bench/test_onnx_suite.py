@@ -78,3 +78,23 @@ def test_the_kinds_once_refused_now_pass(comparison: Comparison) -> None:
         assert case in passed, case
     # and tessera does better than ONNX Runtime alone somewhere in the selection
     assert comparison.better()
+
+
+def test_the_committed_whole_suite_run_meets_the_bar() -> None:
+    """`python -m bench.onnx_suite`'s committed run: its table is its JSON rendered, tessera
+    fails nothing ONNX Runtime alone passes, and each failure they share has its reason."""
+    import json
+    from pathlib import Path
+
+    from bench.onnx_suite import RESULTS, from_json, markdown
+
+    results = json.loads((RESULTS / "onnx-suite.json").read_text())
+    run = from_json(results)
+    section = markdown(run, results["meta"])
+    assert (RESULTS / "onnx-suite.md").read_text() == "# " + section.removeprefix("## ")
+    coverage = Path(__file__).resolve().parents[2] / "docs" / "coverage.md"
+    assert section in coverage.read_text()
+    assert len(run.tessera) == len(run.onnxruntime) > 2000
+    assert run.worse() == [] and run.untyped() == []
+    assert "other" not in run.shared_failures()
+    assert f"at {results['meta']['commit']} on " in section
