@@ -52,11 +52,12 @@ def subgraph_inputs(node: onnx.NodeProto) -> list[str]:
     names = [n for n in node.input if n]
     for attr in node.attribute:
         for graph in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
-            names += _outer_names(graph)
+            names += outer_names(graph)
     return list(dict.fromkeys(names))
 
 
-def _outer_names(graph: onnx.GraphProto) -> list[str]:
+def outer_names(graph: onnx.GraphProto) -> list[str]:
+    """The names `graph` (a Loop, If or Scan body) reads from the scopes around it."""
     defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
     used: list[str] = []
     for node in graph.node:

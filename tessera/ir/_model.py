@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from tessera.errors import ModelError
 from tessera.ir import _filememo, _load, _regions, _weights
 from tessera.ir._dtypes import INTEGER_TYPES, UNDEFINED
-from tessera.ir._graph import DataflowGraph, NodeSet, bits, members, subgraph_inputs
+from tessera.ir._graph import DataflowGraph, NodeSet, bits, members, outer_names, subgraph_inputs
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -301,8 +301,9 @@ def _widen_float16(model: Model, graph: onnx.GraphProto) -> None:
 
     ins, outs = widened(graph.input), widened(graph.output)
     # a value a subgraph reads from the outer scope keeps its name: left as it is
-    nested = {n for node in graph.node for n in subgraph_inputs(node)} - \
-        {n for node in graph.node for n in node.input}
+    nested = {n for node in graph.node for attr in node.attribute
+              for sub in (*([attr.g] if attr.HasField("g") else []), *attr.graphs)
+              for n in outer_names(sub)}
     ins, outs = [n for n in ins if n not in nested], [n for n in outs if n not in nested]
     if not ins and not outs:
         return

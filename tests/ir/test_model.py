@@ -367,3 +367,23 @@ def test_a_float16_model_split_across_backends_rounds_no_more_than_one_backend()
     np.testing.assert_array_equal(got, alone)
     rounded = ((x * x) / np.float16(3)) * np.float16(3)  # numpy rounds every step
     assert not np.array_equal(alone, rounded)  # the model tells the two apart
+
+
+def test_a_float16_value_a_subgraph_reads_from_outside_keeps_its_type() -> None:
+    from tessera.ir import extract_submodel
+
+    half = TensorProto.FLOAT16
+    branch = helper.make_graph([helper.make_node("Identity", ["h"], ["out"])], "branch", [],
+                               [helper.make_tensor_value_info("out", half, [4])])
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "x"], ["h"], name="square"),
+         helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch,
+                          name="choose")], "nested",
+        [helper.make_tensor_value_info("x", half, [4]),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", half, [4])])
+    model = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    sub = extract_submodel(model, model.node_set(["choose"]), widen_float16=True)
+    assert {v.name: v.type.tensor_type.elem_type for v in sub.graph.input} == \
+        {"c": TensorProto.BOOL, "h": half}
+    assert [n.op_type for n in sub.graph.node] == ["If"]
