@@ -23,11 +23,12 @@ def cache_dir(*parts: str) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_file(path: Path) -> Iterator[BinaryIO]:
+def atomic_file(path: Path, *, durable: bool = True) -> Iterator[BinaryIO]:
     """A handle on a temporary file beside `path`, fsynced and renamed onto `path` when the
     block ends: readers never see half a file, and a failure leaves `path` as it was. The
     temporary name carries the writer's pid, so a later write clears those of dead writers
-    (a killed process cannot clean up after itself)."""
+    (a killed process cannot clean up after itself). `durable=False` skips the fsync, for a
+    file its writer removes before it exits (another process may still read it whole)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
@@ -36,15 +37,16 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    with atomic_file(path) as handle:
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    with atomic_file(path, durable=durable) as handle:
         handle.write(data)
 
 

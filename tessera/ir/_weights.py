@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tessera._private.cache import _alive, cache_dir
+from tessera._private.cache import _alive, atomic_write_bytes, cache_dir
 from tessera._private.version import __version__
 from tessera.errors import ModelError
 from tessera.ir import _dtypes as dtypes
@@ -122,7 +122,7 @@ class Weights:
         """`proto` written beside the weights (its references resolve there), under a name
         of this process's own; removed when these weights are released."""
         path = self.directory / f"model.{os.getpid()}.{next(_names)}.onnx"
-        _write_atomically(path, proto.SerializeToString())
+        atomic_write_bytes(path, proto.SerializeToString(), durable=False)
         self._written.append(path)
         return path
 
@@ -286,23 +286,12 @@ def staged(proto: onnx.ModelProto) -> Iterator[Path | None]:
         yield None
         return
     path = directory / f"part.{os.getpid()}.{threading.get_ident()}.{next(_names)}.onnx"
-    _write_atomically(path, proto.SerializeToString())
+    atomic_write_bytes(path, proto.SerializeToString(), durable=False)
     try:
         yield path
     finally:
         with contextlib.suppress(OSError):
             path.unlink()
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
 
 
 # -- moving a model's weights into an entry --------------------------------------------------
