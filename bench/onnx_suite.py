@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.precision import cold_caches
+from bench.precision import cold_caches, environment
 
 TARGETS = "openvino,onnxruntime,cpu"
 RESULTS = Path(__file__).parent / "results"
@@ -158,19 +158,6 @@ def ort_backend() -> Any:
     import onnxruntime.backend
 
     return onnxruntime.backend
-
-
-@contextlib.contextmanager
-def _onnx_home(path: Path) -> Iterator[None]:
-    before = os.environ.get("ONNX_HOME")
-    os.environ["ONNX_HOME"] = str(path)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("ONNX_HOME", None)
-        else:
-            os.environ["ONNX_HOME"] = before
 
 
 def is_random(case: str) -> bool:
@@ -314,7 +301,7 @@ def compare(include: Sequence[str] = ()) -> tuple[Comparison, dict[str, float]]:
     seconds = {}
     # the real models' inputs and outputs are written under ONNX_HOME: a directory of the run
     with tempfile.TemporaryDirectory() as cache, cold_caches(Path(cache)), \
-            _onnx_home(Path(cache) / "onnx"):
+            environment(ONNX_HOME=str(Path(cache) / "onnx")):
         began = time.perf_counter()
         ort = run(ort_backend(), include)
         seconds["onnxruntime"] = time.perf_counter() - began

@@ -131,13 +131,15 @@ def openvino_row(label: str, model: str | bytes, outputs: list[str]) -> Row:
 
 
 @contextlib.contextmanager
-def cold_caches(root: Path) -> Iterator[None]:
-    """tessera's caches (compiled partitions, plans, measured costs) in an empty directory,
-    so a compile is cold; the zoo's exported model was found before."""
-    saved = {k: os.environ.get(k) for k in ("TESSERA_CACHE", "TESSERA_COST_DB")}
-    os.environ["TESSERA_CACHE"] = str(root)
-    os.environ.pop("TESSERA_COST_DB", None)
+def environment(**values: str | None) -> Iterator[None]:
+    """These environment variables set (None: unset) for the block, then as they were."""
+    saved = {k: os.environ.get(k) for k in values}
     try:
+        for key, value in values.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         yield
     finally:
         for key, value in saved.items():
@@ -145,6 +147,12 @@ def cold_caches(root: Path) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def cold_caches(root: Path) -> contextlib.AbstractContextManager[None]:
+    """tessera's caches (compiled partitions, plans, measured costs) in an empty directory,
+    so a compile is cold; the zoo's exported model was found before."""
+    return environment(TESSERA_CACHE=str(root), TESSERA_COST_DB=None)
 
 
 def tessera_row(label: str, path: str, samples: list[dict[str, np.ndarray]],
