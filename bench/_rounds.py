@@ -2,7 +2,8 @@
 backend's spinning pool never slows another's), and the blocks repeat in rounds so slow drift
 of a shared machine hits every configuration alike. A result is the median of the block
 medians, with the spread (lowest and highest block median) and every block's median, so two
-configurations can also be compared round by round (`paired`)."""
+configurations can also be compared round by round (`paired`). The rounds are tessera's own
+(`tessera._private.timing.in_rounds`), as the placement race runs them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tessera._private.cores import core_budget, cpu_fields, parse_cpuinfo
-from tessera._private.timing import time_block
+from tessera._private.timing import Latency, time_block
+from tessera._private.timing import in_rounds as timed_rounds
 
 # a block: a callable timed alone, or (callable, something run untimed before each call)
 Block = Callable[[], object] | tuple[Callable[[], object], Callable[[], object]]
@@ -28,6 +30,12 @@ class Measured:
     runs: int
     blocks_ms: tuple[float, ...] = ()
 
+    @classmethod
+    def of(cls, medians: Sequence[float], runs: int) -> Measured:
+        """The summary of the block medians (ms) of `runs` runs in all."""
+        return cls(round(statistics.median(medians), 4), round(min(medians), 4),
+                   round(max(medians), 4), runs, tuple(round(v, 4) for v in medians))
+
     @property
     def spread(self) -> float:
         """(high - low) / median of the block medians."""
@@ -40,18 +48,17 @@ class Measured:
 
 def in_rounds(blocks: Mapping[str, Block], *, rounds: int = 3, seconds: float = 0.5,
               min_runs: int = 10, warmup: int = 3) -> dict[str, Measured]:
-    medians: dict[str, list[float]] = {label: [] for label in blocks}
-    runs = dict.fromkeys(blocks, 0)
-    for _ in range(rounds):
-        for label, block in blocks.items():
-            run, before = block if isinstance(block, tuple) else (block, None)
-            latency = time_block(run, seconds=seconds, before=before, min_runs=min_runs,
-                                 warmup=warmup)
-            medians[label].append(latency.median_ms)
-            runs[label] += latency.runs
-    return {label: Measured(round(statistics.median(m), 4), round(min(m), 4),
-                            round(max(m), 4), runs[label], tuple(round(v, 4) for v in m))
-            for label, m in medians.items()}
+    """Each block timed for `seconds` per round (`tessera._private.timing.in_rounds`)."""
+    def one(label: str, first: bool) -> Latency:
+        block = blocks[label]
+        run, before = block if isinstance(block, tuple) else (block, None)
+        return time_block(run, seconds=seconds, before=before, min_runs=min_runs,
+                          warmup=warmup)
+
+    timed = timed_rounds(blocks, one, rounds=rounds)
+    return {label: Measured.of([b.median_ms for b in latencies],
+                               sum(b.runs for b in latencies))
+            for label, latencies in timed.items()}
 
 
 def paired(numerator: Measured | list[Measured], denominator: Measured | list[Measured]

@@ -1,6 +1,7 @@
 """Latency in blocks: warm up, then run one thing repeatedly until a time budget is spent.
 Timing one plan's runs together keeps another backend's spinning pool from slowing them.
-Throughput in blocks too: several threads call the one thing at once for the budget. The
+Throughput in blocks too: several threads call the one thing at once for the budget. Blocks
+of several contenders repeat in rounds (`in_rounds`), one contender at a time. The
 clock is a parameter, so tests of the decisions built on it run on a synthetic one."""
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ import math
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 Clock = Callable[[], float]  # seconds, monotonic
+_B = TypeVar("_B")
 
 
 @dataclass(frozen=True)
@@ -152,5 +154,43 @@ def time_throughput(run: Callable[[], object], *, concurrency: int, warmup: int 
                       tuple(t for mine in latencies for t in mine))
 
 
-__all__ = ["Clock", "Latency", "Throughput", "percentile", "time_block", "time_samples",
-           "time_throughput"]
+def in_rounds(names: Iterable[str], block: Callable[[str, bool], _B],
+              cost: Callable[[_B], float] | None = None, rounds: int = 3, close: float = 0.0,
+              extra_rounds: int = 0, *, on_start: Callable[[int], object] | None = None,
+              on_block: Callable[[str], object] | None = None,
+              on_extra: Callable[[int], object] | None = None) -> dict[str, list[_B]]:
+    """Each name's blocks, in the order of `names`: a round runs `block(name, first)` for
+    each name in turn, never two at once, so one contender's spinning pool never slows
+    another's and drift of a shared machine hits every one alike; `first` is true in the
+    first round only (for a longer warm-up). After `rounds` rounds, where `cost` is given
+    and the two lowest of the names' cheapest blocks (by `cost`) are within `close` of each
+    other (second <= first * (1 + close)), `extra_rounds` more rounds run.
+
+    `on_start(rounds * len(names))` is called once before the first block, `on_block(name)`
+    after each block, and, for a close race, `on_extra(extra_rounds * len(names))` (the
+    blocks added) before the extra rounds."""
+    blocks: dict[str, list[_B]] = {name: [] for name in names}
+    if on_start is not None:
+        on_start(rounds * len(blocks))
+
+    def one_round(first: bool) -> None:
+        for name, timed in blocks.items():
+            timed.append(block(name, first))
+            if on_block is not None:
+                on_block(name)
+
+    for round_index in range(rounds):
+        one_round(round_index == 0)
+    if cost is None:
+        return blocks
+    best = sorted(min(cost(b) for b in timed) for timed in blocks.values() if timed)
+    if len(best) > 1 and best[1] <= best[0] * (1 + close):
+        if on_extra is not None:
+            on_extra(extra_rounds * len(blocks))
+        for _ in range(extra_rounds):
+            one_round(False)
+    return blocks
+
+
+__all__ = ["Clock", "Latency", "Throughput", "in_rounds", "percentile", "time_block",
+           "time_samples", "time_throughput"]
