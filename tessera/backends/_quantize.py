@@ -68,7 +68,7 @@ def model_digest(model: onnx.ModelProto) -> str:
     bytes hashed as they are (serialising GPT-2-small whole to hash it took 2.5 s); a weight
     kept in the model's weights file by where it is there (the file's name is its
     content's key)."""
-    from tessera.ir._weights import directory_of
+    from tessera.ir._external import directory_of
 
     digest = hashlib.sha1(usedforsecurity=False)
     digest.update(str(directory_of(model)).encode())

@@ -4,6 +4,7 @@ the IR verifier, and the user's samples of inputs."""
 from __future__ import annotations
 
 from tessera.ir._constant import constant_tensor
+from tessera.ir._external import inline as inline_weights
 from tessera.ir._graph import DataflowGraph, NodeSet, ValueType, bits, members
 from tessera.ir._graph import value_type_of as value_type
 from tessera.ir._model import (
@@ -17,7 +18,6 @@ from tessera.ir._regions import REGION_DOMAIN, ValueKind, cuttable, region_funct
 from tessera.ir._samples import Sample, Samples, SampleSource
 from tessera.ir._verify import verify_model
 from tessera.ir._weights import Weights
-from tessera.ir._weights import inline as inline_weights
 
 __all__ = [
     "REGION_DOMAIN",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tessera.errors import ModelError
-from tessera.ir import _filememo, _load, _regions, _weights
+from tessera.ir import _external, _filememo, _load, _regions, _weights
 from tessera.ir._dtypes import INTEGER_TYPES, UNDEFINED
 from tessera.ir._graph import DataflowGraph, NodeSet, bits, members, outer_names, subgraph_inputs
 
@@ -29,7 +30,7 @@ _STRUCTURAL_CONSTANT_LIMIT = 64
 class Model:
     """A loaded model. `proto` is checked and shape-inferred; `dataflow` indexes its nodes.
     A loaded model's large weights live in `weights`, a file its initializers refer to as
-    ONNX external data (see `_weights`): `proto` is a skeleton, and a submodel copies
+    ONNX external data (`_weights`, `_external`): `proto` is a skeleton, and a submodel copies
     references, never weights."""
 
     proto: onnx.ModelProto
@@ -52,7 +53,7 @@ class Model:
 
         skeleton = onnx.ModelProto()
         skeleton.CopyFrom(self.proto)
-        _weights.mark(skeleton, None)  # where the weights are kept is not what they are
+        _external.mark(skeleton, None)  # where the weights are kept is not what they are
         digest = hashlib.sha1(skeleton.SerializeToString(deterministic=True),
                               usedforsecurity=False)
         digest.update(self.weights.key.encode())
@@ -173,10 +174,12 @@ def load_model(
     *,
     require_static: bool = True,
     verify: bool = False,
+    clock: _filememo.WallClock = time.time_ns,
 ) -> Model:
     """Load from a path, bytes or ModelProto; check it, clean it up and infer shapes. Every
     problem is a `ModelError` naming the cause. `verify` (the flow option of that name) runs
-    the IR verifier after each graph cleanup pass."""
+    the IR verifier after each graph cleanup pass. `clock` tells how long ago a model file
+    was written (`_filememo`: one written just now is not remembered)."""
     import onnx
 
     read = _load.read_model(source)
@@ -190,12 +193,12 @@ def load_model(
     source_digest = None if input_shapes or external else digest
     if isinstance(source, onnx.ModelProto):  # the caller's own: changed only in a copy
         proto = _copy(proto, onnx)
-    stored = _weights.directory_of(proto) if base is None else None
+    stored = _external.directory_of(proto) if base is None else None
     if stored is not None:  # a loaded model's skeleton: its weights are where it says
         base = stored
     _load.load_external_data(proto, base, keep_initializers=True)
     material = f"entry {stored.name}" if stored is not None else \
-        _load.external_digest(proto, base, digest) if external and base else digest
+        _load.external_digest(proto, base, digest, clock) if external and base else digest
     proto = _load.upgrade_opset(proto)
     opset = _load.check_opset(proto)
     _load.check_acyclic(proto)
@@ -217,7 +220,7 @@ def load_model(
         proto = skeleton
     model = Model(proto, opset, source_digest, weights)
     if not external and file is not None and digest is not None and not checked_before:
-        _filememo.remember(*file, digest)
+        _filememo.remember(*file, digest, clock)
     return model
 
 
@@ -278,7 +281,7 @@ def extract_submodel(model: Model, mask: NodeSet, *, widen_float16: bool = False
     )
     domains = {node.domain for node in nodes}
     sub.functions.extend(f for f in model.proto.functions if f.domain in domains)
-    _weights.mark(sub, _weights.directory_of(model.proto))  # its references resolve there
+    _external.mark(sub, _external.directory_of(model.proto))  # its references resolve there
     return sub
 
 
@@ -340,7 +343,7 @@ def load_skeleton(path: str | Path) -> Model:
         proto = onnx.load_model(str(path), load_external_data=False)
     except (OSError, ValueError) as err:
         raise ModelError(f"cannot read the model skeleton {str(path)!r}: {err}") from None
-    directory = _weights.directory_of(proto)
+    directory = _external.directory_of(proto)
     weights = _weights.attach(directory) if directory is not None else None
     versions = {op.domain: op.version for op in proto.opset_import}
     return Model(proto, int(versions.get("", versions.get("ai.onnx", 0))), None, weights)

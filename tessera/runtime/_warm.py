@@ -8,17 +8,14 @@ later compile quantizes nothing; calibration data enters the key where the form 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tessera import backends
-from tessera._private.cache import _alive, cache_dir
+from tessera._private.cache import DirectoryLRU, cache_dir
 from tessera._private.version import __version__
 from tessera.backends import Backend, Compiled
 from tessera.backends._quantize import calibration_digest
@@ -34,7 +31,6 @@ if TYPE_CHECKING:
     from tessera.backends._quantize import Calibration
 
 _DONE = "entry.json"  # written last: an entry without it is not finished
-_DEFAULT_LIMIT_MB = 4096
 
 
 def compile_partition(model: Model, mask: NodeSet, submodel: onnx.ModelProto,
@@ -51,12 +47,12 @@ def compile_partition(model: Model, mask: NodeSet, submodel: onnx.ModelProto,
         return backend.compile(submodel, target, check=False, calibration=calibration,
                                device=device)
     try:
-        root = cache_dir("compiled")
+        cache = _lru(cache_dir("compiled"))
     except OSError:  # no cache directory to write: compile without one
         return backend.compile(submodel, target, check=False, calibration=calibration,
                                device=device)
     key = partition_key(model, mask, target, calibration, submodel)
-    entry = root / key
+    entry = cache.root / key
     if (entry / _DONE).is_file():
         try:
             compiled = backend.compile_warm(submodel, target, entry, reuse=True, check=False,
@@ -64,10 +60,10 @@ def compile_partition(model: Model, mask: NodeSet, submodel: onnx.ModelProto,
         except CompileError:  # damaged, or written by another build: compile it afresh
             shutil.rmtree(entry, ignore_errors=True)
         else:
-            _touch(entry / _DONE)
+            cache.touch(entry)
             return compiled
     try:
-        return _compile_and_publish(backend, submodel, target, root, key, calibration, device)
+        return _compile_and_publish(backend, submodel, target, cache, key, calibration, device)
     except (CompileError, OSError):
         # the cache's own writes may be what failed (a full disk): never blame the backend
         # for them; a compile that fails without the cache is the real error
@@ -76,22 +72,17 @@ def compile_partition(model: Model, mask: NodeSet, submodel: onnx.ModelProto,
 
 
 def _compile_and_publish(backend: Backend, submodel: onnx.ModelProto, target: Target,
-                         root: Path, key: str, calibration: Calibration | None,
+                         cache: DirectoryLRU, key: str, calibration: Calibration | None,
                          device: Target | None) -> Compiled:
-    fresh = Path(tempfile.mkdtemp(prefix=f".{key}.{os.getpid()}.", dir=root))
-    try:
+    def write(fresh: Path) -> Compiled:
         compiled = backend.compile_warm(submodel, target, fresh, reuse=False, check=False,
                                         calibration=calibration, device=device)
         (fresh / _DONE).write_text(json.dumps({"target": str(target),
                                                "nodes": len(submodel.graph.node)}))
-        try:
-            fresh.rename(root / key)
-        except OSError:  # another compile published the same entry first
-            shutil.rmtree(fresh, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(fresh, ignore_errors=True)
-        raise
-    evict(root, _limit_bytes())
+        return compiled
+
+    compiled = cache.publish(key, write)  # fsynced: a later run reloads it as it is
+    cache.evict()
     return compiled
 
 
@@ -120,47 +111,8 @@ def partition_key(model: Model, mask: NodeSet, target: Target,
 def evict(root: Path, limit: int) -> list[str]:
     """Remove the least recently used entries until the cache holds at most `limit` bytes,
     and the unfinished directories of writers that died. The names removed."""
-    entries = []
-    removed = []
-    for path in sorted(root.iterdir()):
-        if path.name.startswith("."):
-            pid = path.name[len(path.name.split(".")[1]) + 2:].split(".", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(path.name)
-            continue
-        try:
-            used = (path / _DONE).stat().st_mtime
-        except OSError:
-            continue
-        entries.append((used, path.name, _size(path)))
-    total = sum(size for _, _, size in entries)
-    for _, name, size in sorted(entries):
-        if total <= limit:
-            break
-        shutil.rmtree(root / name, ignore_errors=True)
-        removed.append(name)
-        total -= size
-    return removed
+    return _lru(root).evict(limit)
 
 
-def _size(path: Path) -> int:
-    total = 0
-    for file in path.iterdir():
-        with contextlib.suppress(OSError):
-            total += file.stat().st_size
-    return total
-
-
-def _touch(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.utime(path)
-
-
-def _limit_bytes() -> int:
-    raw = os.environ.get("TESSERA_COMPILE_CACHE_MB", "")
-    try:
-        megabytes = float(raw) if raw else _DEFAULT_LIMIT_MB
-    except ValueError:
-        megabytes = _DEFAULT_LIMIT_MB
-    return int(megabytes * 1024 * 1024)
+def _lru(root: Path) -> DirectoryLRU:
+    return DirectoryLRU(root, _DONE, "TESSERA_COMPILE_CACHE_MB", 4096)

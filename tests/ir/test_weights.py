@@ -19,7 +19,8 @@ from onnx import TensorProto, helper, numpy_helper
 from tessera.errors import ModelError
 from tessera.ir import _weights as weights_module
 from tessera.ir import extract_submodel, inline_weights, load_model, load_skeleton
-from tessera.ir._weights import FILE, METADATA_KEY, directory_of, evict, reference
+from tessera.ir._external import FILE, METADATA_KEY, directory_of, reference
+from tessera.ir._weights import evict
 
 from .models import diamond, mlp
 
