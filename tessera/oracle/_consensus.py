@@ -18,7 +18,10 @@ from tessera._private.text import typed_line
 from tessera.target import Target
 
 if TYPE_CHECKING:
+    import numpy as np
     import onnx
+
+    from tessera.ir import Model, Samples
 
 Outputs = Mapping[str, Any]
 
@@ -183,6 +186,30 @@ def answers(model: onnx.ModelProto, feeds: Sequence[Mapping[str, Any]],
                                   f"{truth.who_said_what()})", truth)
 
 
+@dataclass(frozen=True)
+class ReferenceAnswers:
+    """The trusted fp32 answers on a model's validation samples: `feeds` are those samples'
+    inputs in order, `outputs` the answer to each (by output name), `judges` who gave them
+    in words, and `truth` the consensus behind them."""
+
+    feeds: tuple[Mapping[str, np.ndarray], ...]
+    outputs: tuple[Outputs, ...]
+    judges: str
+    truth: Truth
+
+
+def reference_answers(model: Model, samples: Samples, oracle: Oracle | None = None
+                      ) -> ReferenceAnswers:
+    """The answers that an accuracy budget, `tessera bench` and the precision search judge
+    a plan by: the whole model's consensus answers on the validation half of `samples`
+    (`Samples.split`), or where no majority exists, the first voter that answered, saying
+    so in `judges`. Raises ExecutionError where no voter could answer."""
+    _, validation = samples.split()
+    feeds = tuple(validation)
+    given = answers(model.proto, feeds, oracle)
+    return ReferenceAnswers(feeds, given.outputs, given.judges, given.truth)
+
+
 def _vote(voter: Voter, model: onnx.ModelProto, feeds: Sequence[Mapping[str, Any]]) -> Vote:
     from tessera import backends
 
@@ -223,9 +250,11 @@ __all__ = [
     "Comparison",
     "Oracle",
     "Outputs",
+    "ReferenceAnswers",
     "Truth",
     "Vote",
     "Voter",
     "agree_all",
     "answers",
+    "reference_answers",
 ]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from tessera._private.accuracy import AccuracyReport, measure
 from tessera.ir import Samples, SampleSource
-from tessera.oracle import answers
+from tessera.oracle import reference_answers
 from tessera.placement import Plan
 
 if TYPE_CHECKING:
@@ -19,11 +19,9 @@ if TYPE_CHECKING:
 def measure_accuracy(compiled: CompiledModel, samples: Samples) -> AccuracyReport:
     """The report for `compiled` on the validation half of `samples`, against the config's
     accuracy budget (when it has one)."""
-    _, validation = samples.split()
-    feeds = list(validation)
-    truth = answers(compiled.model.proto, feeds)
-    got = compiled.run_many(feeds)
-    return measure(got, truth.outputs, compiled.config.options.accuracy, truth.judges)
+    reference = reference_answers(compiled.model, samples)
+    got = compiled.run_many(reference.feeds)
+    return measure(got, reference.outputs, compiled.config.options.accuracy, reference.judges)
 
 
 def with_accuracy(compiled: CompiledModel, samples: SampleSource | Samples | None) -> Plan:
