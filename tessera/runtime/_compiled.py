@@ -34,7 +34,7 @@ from tessera.placement._progress import Reporter
 from tessera.runtime._accuracy import with_accuracy
 from tessera.runtime._artifact import save
 from tessera.runtime._calibration import Activations
-from tessera.runtime._executor import widens_float16
+from tessera.runtime._executor import Executor, widens_float16
 from tessera.runtime._warm import compile_partition
 
 if TYPE_CHECKING:
@@ -67,10 +67,11 @@ class CompiledModel:
         constants = {n: weights.inline_tensor(t) if weights is not None else t
                      for n, t in flow.initializers.items() if n in self.outputs}
         executor = EXECUTORS.get(config.executor).load()
-        self.executor = executor(plan, parts, self.inputs_names, self.outputs, constants)
+        self.executor: Executor = executor(plan, parts, self.inputs_names, self.outputs,
+                                           constants)
         self._execute: Callable[[dict[str, Any]], dict[str, np.ndarray]] = self.executor.run
-        whole = getattr(self.executor, "whole", None)
-        call = whole.direct_call() if isinstance(whole, Compiled) else None
+        whole = self.executor.whole
+        call = whole.direct_call() if whole is not None else None
         if call is not None and whole is not None:  # `run`, one call less deep
             self.run = _direct(  # type: ignore[method-assign,assignment]
                 self._check, call, whole.failure, self._checked)

@@ -4,7 +4,7 @@ every intermediate once its last consumer has run. Registered as the executor 'g
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tessera import backends
 from tessera.backends import Compiled
@@ -13,6 +13,17 @@ from tessera.placement import Plan
 if TYPE_CHECKING:
     import numpy as np
     import onnx
+
+
+class Executor(Protocol):
+    """What a registered executor gives the compiled model: `run`, the outputs for checked
+    inputs (which it may consume), and `whole`: where the plan is one partition taking the
+    model's inputs and giving its outputs, that partition (its backend may then be called
+    directly), else None."""
+
+    whole: Compiled | None
+
+    def run(self, values: dict[str, Any], /) -> dict[str, np.ndarray]: ...
 
 
 class GraphExecutor:
