@@ -19,7 +19,7 @@ def test_import_tessera_loads_no_backend_library() -> None:
 def test_measuring_through_ray_loads_no_ray_until_it_measures() -> None:
     code = (
         "import sys, tessera, tessera.placement\n"
-        "from tessera.placement._decide import measurer_for\n"
+        "from tessera.placement._driver import measurer_for\n"
         "try:\n"
         "    config = tessera.CompilationConfig.create('onnxruntime', measure='ray',\n"
         "                                              measure_on='tessera.machine=c6i')\n"

@@ -14,7 +14,8 @@ import click
 from tessera.cli._app import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
-    from tessera.placement import InterruptRecord, ProgressEvent
+    from tessera.placement import ProgressEvent
+    from tessera.placement.record import InterruptRecord
 
 
 
@@ -45,9 +46,7 @@ def progress_display() -> tuple[contextlib.AbstractContextManager[Any],
 def interrupted_exit(ctx: click.Context, record: InterruptRecord, kept: str) -> None:
     """End a command whose search an interrupt stopped, after it showed the plan kept: one
     line on stderr, and the shell's status for Ctrl-C."""
-    from tessera.placement._progress import PHASE_WORDS
-
-    click.echo(f"interrupted during {PHASE_WORDS.get(record.phase, record.phase)}: {kept}; "
+    click.echo(f"interrupted during {record.phase.words}: {kept}; "
                "the search is not remembered, so the next compile searches again", err=True)
     ctx.exit(EXIT_INTERRUPTED)
 

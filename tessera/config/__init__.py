@@ -3,7 +3,7 @@ executors each with their own."""
 
 from __future__ import annotations
 
-from tessera._private.accuracy import AccuracyBudget
+from tessera.config._accuracy import AccuracyBudget, AccuracyReport
 from tessera.config._config import (
     CompilationConfig,
     ConfigLike,
@@ -11,6 +11,7 @@ from tessera.config._config import (
     split_target_option,
 )
 from tessera.config._executors import ExecutorConfig
+from tessera.config._objective import Objective
 from tessera.config._options import (
     EXECUTORS,
     MEASURE_TIMEOUT_S,
@@ -19,18 +20,23 @@ from tessera.config._options import (
     OptionInfo,
     option_infos,
 )
+from tessera.config._shapes import ShapePoint, ShapeProfile
 
 __all__ = [
     "EXECUTORS",
     "MEASURE_TIMEOUT_S",
     "RUNTIMES",
     "AccuracyBudget",
+    "AccuracyReport",
     "CompilationConfig",
     "ConfigLike",
     "ExecutorConfig",
     "FlowOptions",
     "NamedTarget",
+    "Objective",
     "OptionInfo",
+    "ShapePoint",
+    "ShapeProfile",
     "option_infos",
     "split_target_option",
 ]

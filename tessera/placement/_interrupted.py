@@ -14,35 +14,19 @@ from dataclasses import replace
 
 from tessera.config import CompilationConfig
 from tessera.errors import InterruptedCompile
-from tessera.ir import Model, NodeSet
-from tessera.placement._builder import Builder, Built
-from tessera.placement._costdb import Cost
-from tessera.placement._devices import assign_devices
-from tessera.placement._greedy import place_greedy
-from tessera.placement._guard import guard_verdicts
-from tessera.placement._plan import Plan
-from tessera.placement._points import Points
-from tessera.placement._progress import PHASE_WORDS, Reporter, SoFar
-from tessera.placement._stats import GUARD_PASSED, InterruptRecord, PrecisionRecord
-from tessera.placement._support import Banned, SupportTable
+from tessera.ir import Model
+from tessera.placement.judge._guard import guard_verdicts
+from tessera.placement.measure._points import Points
+from tessera.placement.record._builder import Builder, Built
+from tessera.placement.record._phase import Phase
+from tessera.placement.record._plan import Banned, Plan
+from tessera.placement.record._progress import Reporter
+from tessera.placement.record._stats import GUARD_PASSED, InterruptRecord, PrecisionRecord
+from tessera.placement.record._trail import Finished, SoFar
+from tessera.placement.search._device_targets import assign_devices
+from tessera.placement.search._greedy import place_greedy
+from tessera.placement.search._support import SupportTable
 from tessera.target import Target
-
-
-def priced_so_far(plans: Mapping[str, Plan], costs: Mapping[tuple[NodeSet, str], Cost],
-                  index: Mapping[str, int], overhead_ms: float, measured: int) -> SoFar:
-    """The known plans whose every partition has a cost among `costs` (priced by the search
-    so far), with those costs, and their modelled cost (`overhead_ms` per partition)."""
-    whole: dict[str, Plan] = {}
-    modelled: dict[str, float] = {}
-    for name, plan in plans.items():
-        found = [costs.get((_mask(p.nodes, index), str(p.target))) for p in plan.partitions]
-        if not found or not all(k is not None and k.ok for k in found):
-            continue
-        ms = [float(k.ms or 0.0) for k in found if k is not None]
-        whole[name] = replace(plan, partitions=tuple(
-            replace(p, cost_ms=m) for p, m in zip(plan.partitions, ms, strict=True)))
-        modelled[name] = sum(ms) + overhead_ms * len(ms)
-    return SoFar(whole, modelled, len(costs), measured)
 
 
 def keep_interrupted(model: Model, config: CompilationConfig, pins: Mapping[int, Target],
@@ -51,9 +35,9 @@ def keep_interrupted(model: Model, config: CompilationConfig, pins: Mapping[int,
                      ) -> tuple[Plan, Built | None]:
     """The best plan known when the search was interrupted, built with `builder` (None: the
     plan alone) and checked by the numeric guard when the config asks for it."""
-    phase = report.stage or "support"
+    phase = report.stage or Phase.SUPPORT
     done, total = report.counted(phase)
-    words = PHASE_WORDS.get(phase, phase)
+    words = phase.words
     so_far = report.trail.priced() if report.trail.priced is not None else None
     record = InterruptRecord(phase, "", done, total,
                              so_far.candidates if so_far is not None else None,
@@ -92,8 +76,8 @@ def keep_interrupted(model: Model, config: CompilationConfig, pins: Mapping[int,
 def keep_fp32(plan: Plan, built: Built | None, report: Reporter) -> tuple[Plan, Built | None]:
     """The fp32 plan, when an interrupt stops the precision search: already built and
     checked, and remembered under its own key (the precision search's plan is not)."""
-    done, total = report.counted("precision")
-    record = InterruptRecord("precision", "the fp32 plan: the precision search had not "
+    done, total = report.counted(Phase.PRECISION)
+    record = InterruptRecord(Phase.PRECISION, "the fp32 plan: the precision search had not "
                              "finished", done, total)
     plan = plan.with_stats(interrupted=record, precision=PrecisionRecord(
         "interrupted: the fp32 plan was kept"))
@@ -103,7 +87,7 @@ def keep_fp32(plan: Plan, built: Built | None, report: Reporter) -> tuple[Plan, 
 def stopped(report: Reporter) -> InterruptedCompile:
     """The error for an interrupt outside the search (building, the numeric guard), where
     no plan is kept."""
-    phase = PHASE_WORDS.get(report.phase or "", "placement")
+    phase = report.phase.words if report.phase is not None else "placement"
     return InterruptedCompile(
         f"interrupted during {phase}: no plan was kept (only the search keeps its best plan "
         "so far); what was measured and remembered is reused when compiling again")
@@ -115,10 +99,11 @@ def _choices(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
     """The plans to keep, best first, with why, and their builds where the search built
     them."""
     if report.trail.kept is not None:
-        rank, name, plan, built = report.trail.kept
-        yield (f"the {name} plan, the fastest end to end in the race" if rank >= 2 else
+        kept = report.trail.kept
+        yield (f"the {kept.name} plan, the fastest end to end in the race"
+               if kept.finished is Finished.RACED else
                "the searched plan, the cheapest under the cost model (not raced end to "
-               "end)"), plan, built
+               "end)"), kept.plan, kept.built
     best = so_far.best() if so_far is not None else None
     if best is not None and so_far is not None:
         name, plan = best
@@ -131,11 +116,6 @@ def _choices(model: Model, config: CompilationConfig, pins: Mapping[int, Target]
            place_greedy(model, table, config.options.min_block_size), None)
 
 
-def _mask(nodes: tuple[str, ...], index: Mapping[str, int]) -> NodeSet:
-    mask = 0
-    for name in nodes:
-        mask |= 1 << index[name]
-    return mask
 
 
-__all__ = ["keep_fp32", "keep_interrupted", "priced_so_far", "stopped"]
+__all__ = ["keep_fp32", "keep_interrupted", "stopped"]

@@ -24,7 +24,7 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tessera import backends
 from tessera._private.cache import atomic_file
@@ -33,15 +33,17 @@ from tessera.config import CompilationConfig
 from tessera.errors import ArtifactError
 from tessera.ir import extract_submodel
 from tessera.ir._weights import FILE, directory_of, mark, reference, refers
-from tessera.placement._costdb import machine
+from tessera.placement.record._costdb import machine
 from tessera.runtime._executor import widens_float16
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 
+    from tessera.backends import Compiled
+    from tessera.backends._threads import ThreadPolicy
+    from tessera.ir import Model
     from tessera.placement import Plan
-    from tessera.runtime._compiled import CompiledModel
 
 FORMAT, VERSION = "tessera-artifact", 1
 MANIFEST = "manifest.json"
@@ -50,12 +52,22 @@ _ALIGNMENT = 64  # of each tensor in a weights file: any dtype's views stay alig
 Blob = bytes | memoryview  # a tensor's bytes, or a view of the model's weights file
 
 
+class Saved(Protocol):
+    """A compiled model as an artifact saves it (`CompiledModel`)."""
+
+    model: Model
+    config: CompilationConfig
+    plan: Plan
+    parts: list[Compiled]
+    policy: ThreadPolicy
+
+
 class FallbackWarning(UserWarning):
     """An artifact's partitions were re-placed because their backend is missing or changed."""
 
 
 # -- writing -------------------------------------------------------------------------------
-def save(compiled: CompiledModel, path: Path) -> Path:
+def save(compiled: Saved, path: Path) -> Path:
     if path.is_dir():
         raise ArtifactError(f"{path} is a directory; give a file name such as model.tess")
     entries: dict[str, Blob] = {}

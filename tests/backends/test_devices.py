@@ -18,8 +18,8 @@ from tessera.backends import ProbedBackend
 from tessera.backends._threads import ThreadPolicy, core_budget
 from tessera.config import CompilationConfig
 from tessera.errors import TargetError
-from tessera.placement._isolated import MeasureWorker
-from tessera.placement._measure import MeasureSettings
+from tessera.placement.measure._protocol import MeasureSettings
+from tessera.placement.measure._worker import MeasureWorker
 from tessera.target import Target
 
 from ..ir.models import mlp

@@ -11,8 +11,8 @@ import pytest
 from bench import precision
 from bench._rounds import Measured
 from tessera import backends
-from tessera._private.accuracy import AccuracyBudget, AccuracyReport
-from tessera._private.accuracy import Measured as Value
+from tessera.config._accuracy import AccuracyBudget, AccuracyReport
+from tessera.config._accuracy import Measured as Value
 
 needs_both = pytest.mark.skipif(
     not all(backends.get(b).is_available().ok for b in ("onnxruntime", "openvino")),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tessera import backends
-from tessera.placement import Objective
+from tessera.config import Objective
 from tessera.runtime import load
 
 from ..ir.models import mlp

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tessera._private.accuracy import METRICS, AccuracyReport, Bound, measure
 from tessera.config import AccuracyBudget, CompilationConfig
+from tessera.config._accuracy import METRICS, AccuracyReport, Bound, measure
 from tessera.errors import ConfigError, InputError
 
 

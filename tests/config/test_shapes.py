@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tessera._private.shapes import MAX_POINTS, DimProfile, ShapeProfile
 from tessera.config import CompilationConfig
+from tessera.config._shapes import MAX_POINTS, DimProfile, ShapeProfile
 from tessera.errors import ConfigError, InputError
 
 names = st.text(string.ascii_letters + string.digits + "._-", min_size=1, max_size=12)

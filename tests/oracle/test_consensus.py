@@ -125,7 +125,7 @@ def test_a_partition_stays_on_openvino_although_the_reference_disagrees(
 def test_bans_that_make_the_plan_slower_say_so_with_their_evidence() -> None:
     from tessera.oracle import Disagreement
     from tessera.placement import Plan
-    from tessera.placement._decide import _ban_cost, _kept_time
+    from tessera.placement._driver import _ban_cost, _kept_time
 
     evidence = Disagreement("openvino", ("Softmax",), 11, ("sm",), (("x", (1, 4, 4)),),
                             "output 'y' differs", "onnxruntime and onnx.reference")

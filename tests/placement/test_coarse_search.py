@@ -13,8 +13,10 @@ from onnx import TensorProto, helper
 import tessera
 from tessera import backends
 from tessera.ir import Model, NodeSet, load_model, members
-from tessera.placement import Cost, SupportTable, place_collage
-from tessera.placement._collage import FINE_ALL
+from tessera.placement.measure import OneAtATime
+from tessera.placement.record import Cost
+from tessera.placement.search import SupportTable, place_collage
+from tessera.placement.search._collage import FINE_ALL
 from tessera.target import Target
 
 BOTH = all(backends.get(b).is_available().ok for b in ("onnxruntime", "openvino"))
@@ -35,7 +37,7 @@ def _chain(ops: list[str]) -> onnx.ModelProto:
 OPS = ["Relu"] * 120 + ["Sigmoid"] * 40 + ["Relu"] * 40
 
 
-class OpCosts:
+class OpCosts(OneAtATime):
     """FAKE measurer: a node set costs the sum of its ops' figures on its target; every
     node set measured is recorded."""
 
@@ -114,7 +116,7 @@ def test_a_target_far_slower_on_its_first_region_is_dropped_at_once() -> None:
 
 
 def test_a_candidate_far_over_the_bound_is_given_up_after_one_run() -> None:
-    from tessera.placement._measurers import LocalMeasurer
+    from tessera.placement.measure._local import LocalMeasurer
 
     model = load_model(_chain(["Relu"] * 4))
     whole = model.dataflow.all_nodes()

@@ -10,8 +10,11 @@ import pytest
 
 from tessera.errors import TesseraError
 from tessera.ir import NodeSet
-from tessera.placement import Cost, CostDB, Record, SupportTable, place_collage
-from tessera.placement._costdb import fingerprint
+from tessera.placement import CostDB
+from tessera.placement.measure import FunctionMeasurer
+from tessera.placement.record import Cost, Record
+from tessera.placement.record._costdb import fingerprint
+from tessera.placement.search import SupportTable, place_collage
 from tessera.target import Target
 
 
@@ -67,20 +70,21 @@ def test_other_machines_records_are_used_only_when_asked(tmp_path: Path) -> None
         calls.append(mask)
         return Cost(float(bin(mask).count("1")) ** 0.5, 0.0, 1)
 
-    place_collage(model, table, db=db, measurer=synthetic)
+    SYNTHETIC = FunctionMeasurer(synthetic)
+    place_collage(model, table, db=db, measurer=SYNTHETIC)
     first = len(calls)
     foreign = CostDB(tmp_path / "foreign.sqlite")
     foreign.put_many(Record(r.tuning_key, r.structure, "another machine", r.cost,
                             r.measured_at) for r in db.records())
     calls.clear()
-    place_collage(model, table, db=foreign, measurer=synthetic)
+    place_collage(model, table, db=foreign, measurer=SYNTHETIC)
     assert len(calls) == first  # not used by default: measured again
     assert {r.fingerprint for r in foreign.records()} == {
         "another machine", fingerprint("onnxruntime", _ort_version())}
     calls.clear()
     fresh = CostDB(tmp_path / "foreign2.sqlite")
     fresh.put_many(r for r in foreign.records() if r.fingerprint == "another machine")
-    plan, _ = place_collage(model, table, db=fresh, measurer=synthetic, foreign_costs=True)
+    plan, _ = place_collage(model, table, db=fresh, measurer=SYNTHETIC, foreign_costs=True)
     assert calls == [] and plan.stats["measurements"] == 0
 
 

@@ -16,18 +16,11 @@ from tessera.backends._threads import core_budget
 from tessera.config import CompilationConfig
 from tessera.errors import PartitionError
 from tessera.ir import Model, NodeSet, load_model
-from tessera.placement import (
-    Cost,
-    CostDB,
-    LocalMeasurer,
-    Partition,
-    Plan,
-    SupportTable,
-    make_partitions,
-    place,
-    place_collage,
-)
-from tessera.placement._devices import assign_devices, config_devices, device_for
+from tessera.placement import CostDB, LocalMeasurer, Partition, Plan, place
+from tessera.placement.measure import OneAtATime
+from tessera.placement.record import Cost, make_partitions
+from tessera.placement.search import SupportTable, place_collage
+from tessera.placement.search._device_targets import assign_devices, config_devices, device_for
 from tessera.target import Target
 
 from ..ir.models import mlp
@@ -115,7 +108,7 @@ def test_the_measurer_builds_each_candidate_for_its_device_target() -> None:
 
 
 @dataclass(frozen=True)
-class _Flat:
+class _Flat(OneAtATime):
     """TEST-ONLY measurer: every candidate costs 1 ms; built for a one-core device."""
 
     def __call__(self, model: Model, mask: NodeSet, target: Target) -> Cost:

@@ -12,13 +12,13 @@ import pytest
 from onnx import TensorProto, helper
 
 from tessera import backends
-from tessera._private.shapes import ShapeProfile
 from tessera.config import CompilationConfig
+from tessera.config._shapes import ShapeProfile
 from tessera.errors import ConfigError, ModelError
 from tessera.ir import load_model
 from tessera.placement import place
-from tessera.placement._points import Points
-from tessera.placement._support import SupportTable
+from tessera.placement.measure._points import Points
+from tessera.placement.search._support import SupportTable
 from tessera.runtime._compiled import RuntimeBuilder
 
 

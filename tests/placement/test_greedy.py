@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from tessera.ir import load_model
-from tessera.placement import FALLBACK, Plan, SupportTable, place_greedy
+from tessera.placement import Plan
+from tessera.placement.search import FALLBACK, SupportTable, place_greedy
 from tessera.target import Target
 
 ORT, OV = Target("onnxruntime"), Target("openvino")

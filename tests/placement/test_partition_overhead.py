@@ -12,18 +12,12 @@ import pytest
 import tessera
 from tessera.backends import TensorSpec
 from tessera.ir import NodeSet, load_model
-from tessera.placement import (
-    Built,
-    Cost,
-    CostDB,
-    Partition,
-    Plan,
-    SupportTable,
-    place,
-    place_collage,
-)
-from tessera.placement._decide import overhead_estimate
-from tessera.placement._memory import overhead_key
+from tessera.placement import Built, CostDB, Partition, Plan, place
+from tessera.placement._driver import overhead_estimate
+from tessera.placement.measure import FunctionMeasurer
+from tessera.placement.record import Cost
+from tessera.placement.record._remembered import overhead_key
+from tessera.placement.search import SupportTable, place_collage
 from tessera.target import Target
 
 from ..ir.models import mlp
@@ -37,13 +31,16 @@ def _alternating(m: object, mask: NodeSet, target: Target) -> Cost:  # SYNTHETIC
     return Cost(sum(1.0 if i % 2 == cheap else 1.5 for i in nodes), 0.0, 1)
 
 
+ALTERNATING = FunctionMeasurer(_alternating)
+
+
 @pytest.mark.parametrize("overhead, most", [(0.0, 6), (0.2, 6), (2.0, 1)])
 def test_the_overhead_coarsens_the_plan(tmp_path: Path, overhead: float, most: int) -> None:
     model = load_model(mlp())
     config = tessera.CompilationConfig.create(["onnxruntime", "torch"])
     table = SupportTable.build(model, config)
     plan, _ = place_collage(model, table, db=CostDB(tmp_path / "c.sqlite"),
-                            measurer=_alternating, partition_overhead_ms=overhead)
+                            measurer=ALTERNATING, partition_overhead_ms=overhead)
     assert len(plan.partitions) == most
     assert plan.stats["partition_overhead_ms"] == overhead
     modelled = sum(float(p.cost_ms or 0) for p in plan.partitions) + overhead * most
@@ -105,7 +102,7 @@ def test_a_chain_slower_than_its_parts_is_searched_again_with_the_overhead(
     db = CostDB(tmp_path / "c.sqlite")
     config = tessera.CompilationConfig.create(["onnxruntime", "torch"], partitioner="collage")
     builder = _SyntheticBuilder(_Clock())
-    placed = place(load_model(mlp()), config, builder=builder, measurer=_alternating, db=db,
+    placed = place(load_model(mlp()), config, builder=builder, measurer=ALTERNATING, db=db,
                    clock=builder.clock)
     plan = placed.plan
     assert len(plan.partitions) == 1 and plan.stats.calibration_rounds == 2
@@ -113,5 +110,5 @@ def test_a_chain_slower_than_its_parts_is_searched_again_with_the_overhead(
     assert plan.stats.measurements is not None and plan.stats.measurements > 0
     assert db.get_overhead(*overhead_key(config)) == 1.0
     again = place(load_model(mlp(names="b_")), config, builder=builder,
-                  measurer=_alternating, db=db, clock=builder.clock).plan
+                  measurer=ALTERNATING, db=db, clock=builder.clock).plan
     assert again.stats.partition_overhead_ms == 1.0 and again.stats.calibration_rounds == 1

@@ -17,7 +17,7 @@ import tessera.placement
 from tessera.cli import cli
 from tessera.errors import ConfigError, PartitionError, TesseraError
 from tessera.ir import load_model
-from tessera.placement import pinned_devices, resolve_pins
+from tessera.placement.search import pinned_devices, resolve_pins
 from tessera.target import Target
 
 from ..ir.models import mlp

@@ -11,13 +11,12 @@ import pytest
 
 import tessera
 from tessera import backends, zoo
-from tessera._private.accuracy import AccuracyBudget, AccuracyReport, Measured
 from tessera._private.cores import core_budget
 from tessera.config import CompilationConfig
+from tessera.config._accuracy import AccuracyBudget, AccuracyReport, Measured
 from tessera.ir import load_model
 from tessera.placement import Plan
-from tessera.placement._plan import make_partitions
-from tessera.placement._precision import (
+from tessera.placement.judge._precision import (
     GENERATED,
     MIN_SAVING,
     PROBE,
@@ -31,8 +30,9 @@ from tessera.placement._precision import (
     predicted_saving,
     variants_of,
 )
-from tessera.placement._segments import segments
-from tessera.placement._stats import VariantRecord
+from tessera.placement.record._plan import make_partitions
+from tessera.placement.record._stats import VariantRecord
+from tessera.placement.search._segments import segments
 from tessera.target import Target
 
 
@@ -319,7 +319,7 @@ def test_a_static_int8_artifact_loads_without_calibration_or_cache(tmp_path, mon
 
 @pytest.mark.slow
 def test_under_throughput_a_whole_int8_plan_races_its_settings_variants() -> None:
-    from tessera.placement._settings import settings_base
+    from tessera.placement.search._settings import settings_base
 
     name = "resnet-tiny"
     samples = _samples(name, 8)
@@ -344,7 +344,7 @@ def test_where_no_implementation_answers_the_judging_inputs_no_precision_is_trie
     """Inputs that would judge a lower precision but that every implementation refuses
     (a Resize's scales drawn at random): the fp32 plan is kept and the record says why."""
     from tessera.errors import ExecutionError
-    from tessera.placement import _precision
+    from tessera.placement.judge import _precision
 
     def no_answers(*_: object, **__: object) -> None:
         raise ExecutionError("no implementation could compute the model's fp32 answers")

@@ -11,9 +11,11 @@ import pytest
 import tessera
 from tessera import backends
 from tessera.ir import NodeSet, load_model
-from tessera.placement import Cost, SupportTable, place_collage
-from tessera.placement._priority import TIE, tie_broken, within_noise
-from tessera.placement._race import keep_fastest
+from tessera.placement.judge._race import keep_fastest
+from tessera.placement.measure import FunctionMeasurer
+from tessera.placement.record import Cost
+from tessera.placement.search import SupportTable, place_collage
+from tessera.placement.search._priority import TIE, tie_broken, within_noise
 from tessera.target import Target
 
 from ..ir.models import mlp
@@ -64,7 +66,7 @@ def fake_costs(per_node: dict[str, float]):  # type: ignore[no-untyped-def]
 
 def _collage(targets: str, per_node: dict[str, float]) -> tessera.placement.Plan:
     table = SupportTable.build(MODEL, tessera.CompilationConfig.create(targets))
-    plan, _ = place_collage(MODEL, table, db=None, measurer=fake_costs(per_node))
+    plan, _ = place_collage(MODEL, table, db=None, measurer=FunctionMeasurer(fake_costs(per_node)))
     return plan
 
 

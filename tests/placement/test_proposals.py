@@ -14,9 +14,12 @@ from tessera import CompilationConfig, backends, load_model, zoo
 from tessera.backends import PROPOSERS, Proposal, register_proposer
 from tessera.errors import ModelError, RegistryError
 from tessera.ir import Model, NodeSet
-from tessera.placement import Cost, CostDB, Plan, SupportTable, place_collage
-from tessera.placement._candidates import Candidate, generate
-from tessera.placement._proposed import proposed_candidates
+from tessera.placement import CostDB, Plan
+from tessera.placement.measure import FunctionMeasurer
+from tessera.placement.record import Cost
+from tessera.placement.search import SupportTable, place_collage
+from tessera.placement.search._candidates import Candidate, generate
+from tessera.placement.search._proposed import proposed_candidates
 from tessera.target import Target
 
 from ..ir.models import diamond, through_double
@@ -104,8 +107,10 @@ def test_the_decision_names_the_proposer_of_the_partition_it_kept(mlp: Model,
     def synthetic(model: Model, mask: NodeSet, target: Target) -> Cost:  # SYNTHETIC costs
         return Cost(0.01 if mask == gelu else 1.0 * bin(mask).count("1"), 0.0, 5)
 
+    SYNTHETIC = FunctionMeasurer(synthetic)
+
     with proposer("gelu-fusion", "onnxruntime", _gelus):
-        plan, _ = place_collage(mlp, _table(mlp, "onnxruntime"), measurer=synthetic,
+        plan, _ = place_collage(mlp, _table(mlp, "onnxruntime"), measurer=SYNTHETIC,
                                 db=CostDB(tmp_path / "costs.sqlite"))
     assert any(set(p.nodes) == set(GELU) for p in plan.partitions)
     for name in GELU:

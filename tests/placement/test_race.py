@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from tessera.backends import TensorSpec
-from tessera.placement import Plan, race
-from tessera.placement._plan import Partition
-from tessera.placement._race import rival_plans
+from tessera.placement import Plan
+from tessera.placement.judge import race
+from tessera.placement.judge._race import rival_plans
+from tessera.placement.record._plan import Partition
 
 
 def _plan(target: str, ms: float | None) -> Plan:

@@ -11,9 +11,9 @@ from typing import Any
 
 from tessera.config import CompilationConfig
 from tessera.ir import Model, load_model
-from tessera.placement._builder import Built
-from tessera.placement._plan import Plan
-from tessera.placement._race import keep_fastest
+from tessera.placement.judge._race import keep_fastest
+from tessera.placement.record._builder import Built
+from tessera.placement.record._plan import Plan
 
 from ..ir.models import mlp
 from .test_race_objective import KNOWN, SEARCHED, SPEEDS, CallerClock, FakeBuilder

@@ -25,14 +25,15 @@ from tessera._private.timing import percentile, time_throughput
 from tessera.backends import TensorSpec
 from tessera.backends._threads import ThreadPolicy
 from tessera.cli._common import end_to_end_line
-from tessera.config import CompilationConfig
+from tessera.config import CompilationConfig, Objective
 from tessera.errors import ExecutionError
 from tessera.ir import Model, load_model
-from tessera.placement import CostDB, Objective, Plan, race, race_throughput
-from tessera.placement._builder import Built
-from tessera.placement._memory import latency_key
-from tessera.placement._plan import Partition
-from tessera.placement._race import RaceOutcome, keep_fastest
+from tessera.placement import CostDB, Plan
+from tessera.placement.judge import race, race_throughput
+from tessera.placement.judge._race import RaceOutcome, keep_fastest
+from tessera.placement.record._builder import Built
+from tessera.placement.record._plan import Partition
+from tessera.placement.record._remembered import latency_key
 
 from ..ir.models import mlp
 

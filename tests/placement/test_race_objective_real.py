@@ -12,7 +12,7 @@ import pytest
 import tessera
 from tessera import backends, zoo
 from tessera._private.numeric import agree
-from tessera.placement import Objective
+from tessera.config import Objective
 
 TARGETS = "openvino,onnxruntime,cpu"
 pytestmark = pytest.mark.skipif(

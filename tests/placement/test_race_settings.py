@@ -12,15 +12,16 @@ from hypothesis import strategies as st
 
 from tessera.backends import Backend
 from tessera.backends._threads import ThreadPolicy, core_budget
-from tessera.placement import Objective, Plan
-from tessera.placement._plan import Partition
-from tessera.placement._settings import (
+from tessera.config import Objective
+from tessera.placement import Plan
+from tessera.placement.record._plan import Partition
+from tessera.placement.search._settings import (
     MAX_VARIANTS,
     setting_variants,
     settings_base,
     with_setting_variants,
 )
-from tessera.placement._variants import base_target
+from tessera.placement.search._threads import base_target
 from tessera.target import AttrSpec, AttrType, Target
 
 from ..registering import registered

@@ -36,7 +36,7 @@ def _node(cluster: Any, machine: str, *, labels: dict[str, str] | None = None,
 def cluster() -> Iterator[Any]:
     """A head without CPUs (the build machine's) and three measuring nodes: two labelled
     c6i, one with the custom resource tessera.machine=jetson."""
-    from tessera.placement._ray import disconnect
+    from tessera.placement.measure._ray import disconnect
 
     made = cluster_utils.Cluster(initialize_head=True, head_node_args={
         "num_cpus": 0, "env_vars": {"TESSERA_MACHINE": "head"}})
@@ -236,6 +236,9 @@ class CrashingOnNodes:
         if os.environ.get("TESSERA_MACHINE", "").startswith("c6i"):
             os._exit(3)
         return self.here.build(*args, **kwargs)
+
+    def release(self) -> None:
+        self.here.release()
 
 
 def test_a_race_whose_node_dies_keeps_the_searched_plan_and_says_why(

@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from tessera.ir import load_model, members
-from tessera.placement._regions import (
+from tessera.placement.record._stats import CoarseRecord, SearchStats
+from tessera.placement.search._regions import (
     SLOW,
     SLOW_AFTER,
     Slowness,
     coarse_choice,
     regions,
 )
-from tessera.placement._stats import CoarseRecord, SearchStats
 
 
 def _chain(length: int) -> onnx.ModelProto:

@@ -10,7 +10,7 @@ import pytest
 
 from tessera.errors import PartitionError
 from tessera.ir import members
-from tessera.placement._search import cheapest_cover
+from tessera.placement.search._cover import cheapest_cover
 
 
 def random_dag(rng: random.Random, n: int) -> list[int]:

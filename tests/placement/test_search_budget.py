@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tessera.placement._search import SearchBudgetError, cheapest_cover
+from tessera.placement.search._cover import SearchBudgetError, cheapest_cover
 
 
 def _wide(branches: int) -> tuple[int, list[int], list[tuple[int, float]]]:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from tessera import zoo
 from tessera.ir import load_model
-from tessera.placement._segments import _crossing, segments
+from tessera.placement.search._segments import _crossing, segments
 
 
 @pytest.fixture(scope="module", params=["resnet-tiny", "bert-tiny", "mobilenetv2-tiny"])

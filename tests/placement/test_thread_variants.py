@@ -13,8 +13,11 @@ import pytest
 import tessera
 from tessera import backends
 from tessera.ir import NodeSet, load_model
-from tessera.placement import Cost, CostDB, SupportTable, place_collage
-from tessera.placement._variants import SMALL_MS, base_target, one_thread
+from tessera.placement import CostDB
+from tessera.placement.measure import FunctionMeasurer
+from tessera.placement.record import Cost
+from tessera.placement.search import SupportTable, place_collage
+from tessera.placement.search._threads import SMALL_MS, base_target, one_thread
 from tessera.target import Target
 
 from ..ir.models import mlp
@@ -31,13 +34,13 @@ def _synthetic(base_ms: float, one_thread_ms: float):  # type: ignore[no-untyped
 
 def _place(tmp_path: Path, targets: list[str], base_ms: float, one_ms: float,  # type: ignore[no-untyped-def]
            pins: dict[str, str] | None = None):
-    from tessera.placement._pins import resolve_pins
+    from tessera.placement.search._pins import resolve_pins
 
     model = load_model(mlp())
     table = SupportTable.build(model, tessera.CompilationConfig.create(targets), None,
                                resolve_pins(model.dataflow, pins))
     plan, _ = place_collage(model, table, db=CostDB(tmp_path / "c.sqlite"),
-                            measurer=_synthetic(base_ms, one_ms))
+                            measurer=FunctionMeasurer(_synthetic(base_ms, one_ms)))
     return plan
 
 
@@ -67,8 +70,8 @@ def test_large_partitions_and_user_thread_counts_are_left_alone(tmp_path: Path) 
 
 
 def test_in_a_chain_a_variant_slightly_slower_alone_is_still_kept() -> None:
-    from tessera.placement._candidates import Candidate
-    from tessera.placement._variants import CHAIN_TOLERANCE, keep_faster, prefer_one_thread
+    from tessera.placement.search._candidates import Candidate
+    from tessera.placement.search._threads import CHAIN_TOLERANCE, keep_faster, prefer_one_thread
 
     # alone on one thread 5% slower: kept in a chain (pools wake cold there), not alone
     assert prefer_one_thread(0.105, 0.100, partitions=3)

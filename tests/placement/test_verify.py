@@ -12,8 +12,10 @@ from hypothesis import given, settings
 from tessera.config import CompilationConfig
 from tessera.errors import PartitionError
 from tessera.ir import Model, bits, load_model
-from tessera.placement import FALLBACK, Plan, SupportTable, make_partitions, place_greedy
-from tessera.placement._verify import verify_plan
+from tessera.placement import Plan
+from tessera.placement.record import make_partitions
+from tessera.placement.search import FALLBACK, SupportTable, place_greedy
+from tessera.placement.search._verify import verify_plan
 from tessera.target import Target
 
 from ..ir.models import diamond

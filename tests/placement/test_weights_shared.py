@@ -13,9 +13,9 @@ import pytest
 import tessera
 from tessera import backends
 from tessera.ir import load_model
-from tessera.placement._isolated import shared_worker
-from tessera.placement._measure import MeasureSettings
-from tessera.placement._measurers import measure
+from tessera.placement.measure._local import measure
+from tessera.placement.measure._protocol import MeasureSettings
+from tessera.placement.measure._worker import shared_worker
 from tessera.target import Target
 
 from ..ir.models import mlp

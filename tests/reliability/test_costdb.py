@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from tessera.errors import CacheWarning, TesseraError
-from tessera.placement import Cost, CostDB
-from tessera.placement._costdb import SCHEMA_VERSION
+from tessera.placement import CostDB
+from tessera.placement.record import Cost
+from tessera.placement.record._costdb import SCHEMA_VERSION
 
 
 def test_a_corrupt_file_is_moved_aside_and_rebuilt(tmp_path: Path) -> None:
@@ -64,7 +65,8 @@ def test_a_newer_schema_is_left_alone_with_a_clear_error(tmp_path: Path) -> None
 
 _WRITER = """
 import sys
-from tessera.placement import Cost, CostDB
+from tessera.placement import CostDB
+from tessera.placement.record import Cost
 db = CostDB(sys.argv[1])
 worker = sys.argv[2]
 for i in range(150):

@@ -12,7 +12,7 @@ import pytest
 
 import tessera
 from tessera import backends
-from tessera.placement._isolated import shared_worker
+from tessera.placement.measure._worker import shared_worker
 
 from ..ir.models import mlp
 from . import faulty_backends
@@ -93,7 +93,7 @@ def test_the_measuring_worker_ignores_ctrl_c_meant_for_the_compile() -> None:
     import signal
 
     from tessera.ir import extract_submodel, load_model
-    from tessera.placement._measure import MeasureSettings
+    from tessera.placement.measure._protocol import MeasureSettings
     from tessera.target import Target
 
     model = load_model(mlp())

@@ -13,7 +13,7 @@ import pytest
 
 import tessera
 from tessera import backends
-from tessera.placement._isolated import shared_worker
+from tessera.placement.measure._worker import shared_worker
 
 from ..ir.models import mlp
 from .test_isolation import faulty  # noqa: F401  (the fixture)

@@ -11,11 +11,11 @@ import pytest
 
 import tessera
 from tessera import backends
-from tessera._private.accuracy import measure
-from tessera.config import AccuracyBudget
+from tessera.config import AccuracyBudget, AccuracyReport
+from tessera.config._accuracy import measure
 from tessera.errors import InputError
 from tessera.ir import Model, Samples, load_model
-from tessera.placement import AccuracyReport, Plan
+from tessera.placement import Plan
 
 from ..ir.models import mlp
 

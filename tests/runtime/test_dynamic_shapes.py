@@ -16,7 +16,7 @@ import pytest
 
 import tessera
 from tessera import backends, zoo
-from tessera._private.shapes import ShapeProfile
+from tessera.config._shapes import ShapeProfile
 from tessera.errors import ConfigError, InputError, ModelError
 from tessera.runtime import CompiledModel
 

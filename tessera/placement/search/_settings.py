@@ -1,0 +1,76 @@
+"""Runtime-settings variants of whole-model plans in the end-to-end race. A backend's default
+settings suit one caller waiting on one inference; other settings may suit the objective
+better (ONNX Runtime's parallel execution mode for a branchy model; with several callers at
+once, pools of each caller's share of the cores, or OpenVINO's throughput streams). So each
+plan of one partition on one backend enters the race with a few variants of its target, as
+its backend's `setting_variants` proposes them, named `only <variant target>`.
+
+A variant sets only its backend's `setting_attrs`, and only where the user left all of them
+open, so that the target it came from is always the variant less those attributes
+(`settings_base`): a variant the numeric guard gives back bans that target as well. An int8
+target's variants share its int8 form (the quantizer's memo and the compile cache hold it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from tessera.backends import BACKENDS
+from tessera.config._objective import Objective
+from tessera.placement.record._plan import Plan, single_rival
+from tessera.placement.search._support import FALLBACK
+from tessera.target import Target
+
+MAX_VARIANTS = 3  # per target: each is one more build and timing block
+
+
+def setting_variants(target: Target, objective: Objective) -> list[Target]:
+    """The variants of `target` worth racing under `objective` (none where the user set any
+    of the attributes they would change)."""
+    backend = BACKENDS.find(target.kind.name)
+    if backend is None or not backend.setting_attrs:
+        return []
+    explicit = target.explicit_attrs
+    if any(name in explicit for name in backend.setting_attrs):
+        return []
+    found: list[Target] = []
+    for variant in backend.setting_variants(target, objective.name, objective.concurrency):
+        changed = [k for k in variant.attrs if variant.attrs[k] != target.attrs.get(k)]
+        if variant.kind != target.kind or variant == target or variant in found or any(
+                k not in backend.setting_attrs for k in changed):
+            continue  # not a settings variant of this target
+        found.append(variant)
+    return found[:MAX_VARIANTS]
+
+
+def settings_base(target: Target) -> Target:
+    """The target a settings variant was made from: `target` with its backend's
+    `setting_attrs` back at their defaults (itself when none is set)."""
+    backend = BACKENDS.find(target.kind.name)
+    varied = [n for n in (backend.setting_attrs if backend is not None else ())
+              if n in target.explicit_attrs]
+    if not varied:
+        return target
+    return target.with_attrs(**{n: target.kind.schema[n].default for n in varied})
+
+
+def with_setting_variants(rivals: Mapping[str, Plan], objective: Objective) -> dict[str, Plan]:
+    """`rivals`, then the settings variants of each plan among them that is one partition on
+    one backend (the model whole), each target's once."""
+    raced = dict(rivals)
+    done: list[Target] = []
+    for plan in rivals.values():
+        if len(plan.partitions) != 1:
+            continue
+        part = plan.partitions[0]
+        if part.kind == FALLBACK.kind.name or part.target in done:
+            continue
+        done.append(part.target)
+        for variant in setting_variants(part.target, objective):
+            name = single_rival(variant)
+            if name not in raced:
+                raced[name] = replace(plan, partitions=(replace(part, target=variant),))
+    return raced
+
+
+__all__ = ["MAX_VARIANTS", "setting_variants", "settings_base", "with_setting_variants"]
