@@ -13,11 +13,14 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tessera._private.cache import atomic_write_bytes, cache_dir
 
 SETTLED_S = 3.0  # a file younger than this may still be written within its mtime's tick
+# the time now in ns since the epoch, as file times are: a file's age is told by it
+WallClock = Callable[[], int]
 
 
 def stat_key(stat: os.stat_result) -> list[int]:
@@ -36,10 +39,11 @@ def recall(path: Path, stat: os.stat_result) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
-def remember(path: Path, stat: os.stat_result, digest: str) -> None:
+def remember(path: Path, stat: os.stat_result, digest: str,
+             clock: WallClock = time.time_ns) -> None:
     """Keep `digest` for `path` after a load that checked it fully. Best effort: a cache that
     cannot be written costs the next load its hashing, nothing else."""
-    if time.time_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) < SETTLED_S * 1e9:
+    if clock() - max(stat.st_mtime_ns, stat.st_ctime_ns) < SETTLED_S * 1e9:
         return
     with contextlib.suppress(OSError):
         atomic_write_bytes(_entry(path), json.dumps(

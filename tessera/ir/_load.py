@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -163,7 +164,8 @@ def load_external_data(model: onnx.ModelProto, base: Path | None, *,
         tensor.data_location = onnx.TensorProto.DEFAULT
 
 
-def external_digest(model: onnx.ModelProto, base: Path, digest: str | None) -> str:
+def external_digest(model: onnx.ModelProto, base: Path, digest: str | None,
+                    clock: _filememo.WallClock = time.time_ns) -> str:
     """A digest of what a model with external data computes with: the model file's bytes
     and every data file its initializers name (each remembered while unchanged, as the
     model file is)."""
@@ -187,7 +189,7 @@ def external_digest(model: onnx.ModelProto, base: Path, digest: str | None) -> s
                     found.update(chunk)
             known = found.hexdigest()
             if _filememo.stat_key(path.stat()) == _filememo.stat_key(stat):
-                _filememo.remember(path, stat, known)
+                _filememo.remember(path, stat, known, clock)
         combined.update(f"\x00{location}\x00{known}".encode())
     return combined.hexdigest()
 

@@ -5,6 +5,7 @@ recently used entries go once the cache passes its size."""
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -152,11 +153,13 @@ def test_a_cache_that_cannot_be_written_never_bans_the_backend(cache: Path) -> N
     assert not cache.exists() or not list(cache.iterdir())  # nothing half-written is left
 
 
-def _settled(path: Path) -> None:
-    """Wait until a file just written counts as settled (its change time cannot be set)."""
+def _settled(path: Path) -> Callable[[], int]:
+    """A clock at which the file just written counts as settled (its change time cannot be
+    set back): the moment it has been unchanged for as long as that takes."""
     from tessera.ir._filememo import SETTLED_S
 
-    time.sleep(max(0.0, SETTLED_S - (time.time() - path.stat().st_ctime)) + 0.05)
+    stat = path.stat()
+    return lambda: max(stat.st_mtime_ns, stat.st_ctime_ns) + int(SETTLED_S * 1e9)
 
 
 def test_an_unchanged_file_is_not_hashed_or_checked_again(
@@ -166,8 +169,7 @@ def test_an_unchanged_file_is_not_hashed_or_checked_again(
     monkeypatch.setenv("TESSERA_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "m.onnx"
     onnx.save(mlp(), path)
-    _settled(path)
-    first = load_model(str(path)).content_digest
+    first = load_model(str(path), clock=_settled(path)).content_digest
     assert first == hashlib.sha1(path.read_bytes()).hexdigest()
     (memo,) = (tmp_path / "cache" / "files").iterdir()
     entry = json.loads(memo.read_text())
@@ -186,7 +188,8 @@ def test_a_file_written_just_now_is_not_remembered(tmp_path: Path,
     monkeypatch.setenv("TESSERA_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "m.onnx"
     onnx.save(mlp(), path)  # a second write within its mtime's tick would go unseen
-    load_model(str(path))
+    written = path.stat()
+    load_model(str(path), clock=lambda: max(written.st_mtime_ns, written.st_ctime_ns))
     assert not (tmp_path / "cache" / "files").exists() or \
         not list((tmp_path / "cache" / "files").iterdir())
 
