@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -147,24 +146,49 @@ def test_an_interrupt_while_building_is_an_interrupted_compile() -> None:
 
 
 @pytest.mark.skipif(not BOTH, reason="needs onnxruntime and openvino")
+# `tessera compile` that says on the pipe `READY_FD` names when its measuring is under way:
+# its progress callback writes one line once a few candidates are measured (on a pipe the
+# command itself draws no progress)
+_CLI_SAYING_WHEN_MEASURING = """
+import contextlib, os
+from tessera.cli import _build, main
+
+ready = os.fdopen(int(os.environ["READY_FD"]), "w")
+
+def progress(event):
+    if event.phase == "measuring" and event.done >= 3 and not ready.closed:
+        ready.write("measuring\\n")
+        ready.close()
+
+_build.progress_display = lambda: (contextlib.nullcontext(), progress)
+main()
+"""
+
+
 def test_ctrl_c_in_the_cli_saves_the_plan_kept_and_says_so(tmp_path: Path) -> None:
     """A real SIGINT to `tessera compile` during the measuring of a model big enough to
-    measure for a while: the artifact kept is saved, one line says what was kept, and the
-    exit status is the shell's for Ctrl-C; no traceback."""
+    measure for a while, sent once the command says its measuring is under way: the
+    artifact kept is saved, one line says what was kept, and the exit status is the
+    shell's for Ctrl-C; no traceback."""
+    import select
+
     from bench._generated import conv_stack
 
     path = tmp_path / "stack.onnx"
     path.write_bytes(conv_stack(120))
-    env = {**os.environ, "TESSERA_CACHE": str(tmp_path / "cache")}
-    command = [sys.executable, "-c", "from tessera.cli import main; main()", "compile",
+    readable, writable = os.pipe()
+    env = {**os.environ, "TESSERA_CACHE": str(tmp_path / "cache"), "READY_FD": str(writable)}
+    command = [sys.executable, "-c", _CLI_SAYING_WHEN_MEASURING, "compile",
                str(path), "-t", "onnxruntime,openvino", "-o", str(tmp_path / "stack.tess")]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    cache = tmp_path / "cache"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not any(cache.rglob("*.sqlite*")):
-        time.sleep(0.2)  # the cost database appears when the measuring begins
-    time.sleep(2.0)
+                               stderr=subprocess.PIPE, text=True, pass_fds=(writable,))
+    os.close(writable)  # the child's copy is the only one: its exit ends the pipe
+    with os.fdopen(readable) as ready:
+        # the bound only keeps a broken child from hanging the test
+        said = ready.readline() if select.select([ready], [], [], 300)[0] else ""
+    if said != "measuring\n":
+        process.kill()
+        pytest.fail(f"the command never said it was measuring: {process.communicate()}")
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=300)
     assert process.returncode == 130, (out, err)
