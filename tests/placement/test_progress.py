@@ -145,7 +145,6 @@ def test_an_interrupt_while_building_is_an_interrupted_compile() -> None:
     assert isinstance(caught.value, KeyboardInterrupt)
 
 
-@pytest.mark.skipif(not BOTH, reason="needs onnxruntime and openvino")
 # `tessera compile` that says on the pipe `READY_FD` names when its measuring is under way:
 # its progress callback writes one line once a few candidates are measured (on a pipe the
 # command itself draws no progress)
@@ -165,6 +164,7 @@ main()
 """
 
 
+@pytest.mark.skipif(not BOTH, reason="needs onnxruntime and openvino")
 def test_ctrl_c_in_the_cli_saves_the_plan_kept_and_says_so(tmp_path: Path) -> None:
     """A real SIGINT to `tessera compile` during the measuring of a model big enough to
     measure for a while, sent once the command says its measuring is under way: the
