@@ -38,7 +38,6 @@ from tessera.backends import Compiled
 from tessera.backends._threads import ThreadPolicy
 from tessera.ir import load_model
 from tessera.runtime._compiled import compile as compile_model
-from tessera.runtime._native import native_runner
 
 MODELS = ["mlp", "gpt2-block-tiny"]
 BACKENDS = ["onnxruntime", "openvino"]
@@ -69,7 +68,7 @@ def bench_single(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]
     feeds = zoo.example_inputs(name, 1)
     rows = []
     for backend in BACKENDS:  # one backend's pools alive at a time
-        native = native_runner(backend, path.read_bytes())
+        native = backends.get(backend).native_runner(path.read_bytes())
         mine = compile_model(path, backend)
         assert len(mine.plan.partitions) == 1
         mine.run(feeds)  # the first call is checked in full; the timed ones are not

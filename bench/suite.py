@@ -108,16 +108,14 @@ def _child_time(spec: dict[str, Any]) -> dict[str, Any]:
     feeds = zoo.example_inputs(spec["name"], spec["batch"])
     run: Any
     if spec["kind"] == "native":
-        from tessera.runtime._native import native_runner
+        from tessera import backends
 
-        native = native_runner(spec["backend"], Path(spec["model"]).read_bytes())
+        native = backends.get(spec["backend"]).native_runner(Path(spec["model"]).read_bytes())
 
         def run() -> Any:
             return native(feeds)
 
-        outputs = native(feeds)
-        first = outputs[0] if isinstance(outputs, list) else (
-            next(iter(outputs.values())) if isinstance(outputs, dict) else outputs.to_tuple()[0])
+        first = native(feeds)[0]  # the outputs in the model's order
     else:
         from tessera.runtime._loading import load
 

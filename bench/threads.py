@@ -48,7 +48,6 @@ from tessera.placement._variants import (
 )
 from tessera.runtime._compiled import CompiledModel, as_config, build_partitions
 from tessera.runtime._compiled import compile as compile_model
-from tessera.runtime._native import native_runner
 from tessera.target import Target
 
 MODELS = ["resnet-tiny", "bert-tiny", "mobilenetv2-tiny", "resnet50"]
@@ -90,7 +89,7 @@ def bench_single(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]
     feeds = zoo.example_inputs(name, 1)
     rows = []
     for backend in SINGLE_BACKENDS:  # one backend's pools alive at a time
-        native = native_runner(backend, path.read_bytes())
+        native = backends.get(backend).native_runner(path.read_bytes())
         mine = compile_model(path, backend)
         measured = in_rounds({"native": partial(native, feeds),
                               "tessera": partial(mine.run, feeds)},
@@ -236,7 +235,7 @@ def policy_child(name: str, label: str, seconds: float) -> float:
     feeds = zoo.example_inputs(name, 1)
     mix, policy = POLICY_CONFIGS[label]
     if not mix:
-        runner = native_runner("onnxruntime", path.read_bytes())
+        runner = backends.get("onnxruntime").native_runner(path.read_bytes())
         return time_block(lambda: runner(feeds), seconds=seconds).median_ms
     chain = chained(load_model(path), 10, mix,
                     ThreadPolicy(policy, ThreadPolicy.for_partitions(1).budget))  # type: ignore[arg-type]

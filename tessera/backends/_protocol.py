@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["BACKENDS", "Backend", "Compiled", "Constants", "NativeRunner", "Support", "TensorSpec",
            "ValueTypes"]
 
-# the whole model run by a backend's own library, as its users would call it
-NativeRunner = Callable[[Mapping[str, "np.ndarray"]], Any]
+# the whole model run by a backend's own library, as its users would call it: the model's
+# outputs in its graph's order
+NativeRunner = Callable[[Mapping[str, "np.ndarray"]], Sequence[Any]]
 
 
 # a plan's thread policy: each backend's own fastest pool, or one shared budget of cores
@@ -265,14 +266,25 @@ class Backend:
         spinning once its partition returns)."""
         return {"num-threads": budget} if policy == "shared" else {}
 
+    # whether `native_runner` goes through the library's own ONNX entry; without one (the
+    # default), the baseline is tessera's own backend, so its failures are tessera's too
+    native_import = False
+
     def native_runner(self, model: bytes) -> NativeRunner:
         """The whole `model` run as this backend's users would run it, with no tessera in
-        between: the baseline of `tessera bench`. A backend whose library has no ONNX entry
-        of its own is run by its tessera backend on the native thread policy."""
+        between: the baseline of `tessera bench`, and the library's own answer where
+        tessera's fails. A backend whose library has no ONNX entry of its own (no
+        `native_import`) is run by its tessera backend on the native thread policy."""
         import onnx
 
         target = self.with_thread_settings(Target(self.name), "native", core_budget())
-        return self.compile(onnx.load_from_string(model), target, check=False).run
+        compiled = self.compile(onnx.load_from_string(model), target, check=False)
+        names = [o.name for o in compiled.outputs]
+
+        def run(feeds: Mapping[str, np.ndarray]) -> list[Any]:
+            outputs = compiled.run(feeds)
+            return [outputs[name] for name in names]
+        return run
 
     def native_precision(self) -> str | None:
         """The precision `native_runner` computes floating-point models in where that is

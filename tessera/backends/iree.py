@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING, Any
 from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
-from tessera.backends._protocol import BACKENDS, Compiled
+from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner
 from tessera.backends._threads import threads_attr
 from tessera.errors import BackendUnavailableError, CompileError
 from tessera.ir import _dtypes as dtypes
 from tessera.target import AttrSpec, AttrType, Availability, Target, register_kind
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import numpy as np
     import onnx
 
@@ -149,6 +151,40 @@ class IreeBackend(ProbedBackend):
 
         return found if "cuda" in runtime.query_available_drivers() else Availability(
             False, "the IREE runtime here has no cuda driver")
+
+    native_import = True
+
+    def native_runner(self, model: bytes) -> NativeRunner:
+        """IREE's documented route: iree-import-onnx, iree-compile for this CPU, the
+        runtime's local-task driver."""
+        import subprocess
+        import sys
+        import tempfile
+
+        import iree.compiler as compiler
+        import iree.runtime as runtime
+        import onnx as onnx_module
+
+        graph = onnx_module.load_from_string(model).graph
+        weights = {t.name for t in graph.initializer}
+        inputs = [i.name for i in graph.input if i.name not in weights]
+        with tempfile.TemporaryDirectory() as tmp:
+            source = f"{tmp}/model.onnx"
+            with open(source, "wb") as handle:
+                handle.write(model)
+            subprocess.run([sys.executable, "-m", "iree.compiler.tools.import_onnx", source,
+                            "-o", f"{tmp}/model.mlir"], check=True, capture_output=True)
+            vmfb = compiler.compile_file(f"{tmp}/model.mlir", target_backends=["llvm-cpu"],
+                                         extra_args=["--iree-llvmcpu-target-cpu=host"])
+        module = runtime.load_vm_flatbuffer(vmfb, driver="local-task")
+        function = getattr(module, graph.name)  # the importer names it after the graph
+
+        def run(feeds: Mapping[str, np.ndarray]) -> list[Any]:
+            results = function(*(feeds[name] for name in inputs))
+            if not isinstance(results, (tuple, list)):
+                results = (results,)
+            return [value.to_host() for value in results]
+        return run
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         import iree.compiler as compiler

@@ -239,10 +239,14 @@ class OnnxRuntimeBackend(Backend):
         counts = dict.fromkeys((1, max(1, core_budget() // concurrency)))
         return [target.with_attrs(**{"num-threads": n}) for n in counts]
 
+    native_import = True
+
     def native_runner(self, model: bytes) -> NativeRunner:
         import onnxruntime as ort
 
-        session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        options.log_severity_level = 4  # its failures raise, with the message
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         return lambda feeds: session.run(None, dict(feeds))
 
     # The warm cache is ONNX Runtime's own optimized model, its weights in a file beside it

@@ -304,13 +304,15 @@ class OpenVinoBackend(ProbedBackend):
         return [target.with_attrs(**{"performance-hint": "throughput",
                                      "num-streams": streams})]
 
+    native_import = True
+
     def native_runner(self, model: bytes) -> NativeRunner:
         import openvino as ov
 
         core = ov.Core()
         compiled = core.compile_model(core.read_model(model), "CPU")
         request = compiled.create_infer_request()
-        return lambda feeds: request.infer(dict(feeds), share_inputs=True)
+        return lambda feeds: request.infer(dict(feeds), share_inputs=True).to_tuple()
 
     def native_precision(self) -> str | None:
         precision = str(_core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name())

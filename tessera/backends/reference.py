@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tessera._private.text import first_line
 from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
-from tessera.backends._protocol import BACKENDS, Backend, Compiled, Constants, Support, ValueTypes
+from tessera.backends._protocol import (
+    BACKENDS,
+    Backend,
+    Compiled,
+    Constants,
+    NativeRunner,
+    Support,
+    ValueTypes,
+)
 from tessera.backends._schema import schema_for
 from tessera.target import Target, register_kind
 
@@ -70,6 +78,16 @@ class ReferenceBackend(Backend):
             first = first_line(err, 120)
             return Support(False, f"onnx.reference does not implement {node.op_type}: {first}")
         return Support(True, f"onnx.reference implements {node.op_type}")
+
+    native_import = True
+
+    def native_runner(self, model: bytes) -> NativeRunner:
+        """onnx.reference as it comes, without tessera's corrections (`_reference_fixes`)."""
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(model)
+        # a list of the outputs: a dict only where intermediate results are asked for
+        return lambda feeds: cast("list[Any]", evaluator.run(None, dict(feeds)))
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         from onnx.reference import ReferenceEvaluator

@@ -40,6 +40,8 @@ class TorchBackend(Backend):
     kind = KIND
     in_all, rank, colour = True, 30, "#ff7f0e"
     device_note = "its kernels are prebuilt and choose their instructions on the CPU they run on"
+    # torch has no ONNX import of its own: tessera's converter is the only way in
+    native_import = False
 
     # the converter is the same on every device: `target` changes nothing
     def supports(self, node: onnx.NodeProto, opset: int, types: ValueTypes | None = None,

@@ -11,13 +11,22 @@ from typing import TYPE_CHECKING, Any
 from tessera.backends import _deviations as dev
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
-from tessera.backends._protocol import BACKENDS, Compiled, Constants, Support, ValueTypes
+from tessera.backends._protocol import (
+    BACKENDS,
+    Compiled,
+    Constants,
+    NativeRunner,
+    Support,
+    ValueTypes,
+)
 from tessera.backends._threads import threads_attr
 from tessera.errors import BackendUnavailableError
 from tessera.ir import _dtypes as dtypes
 from tessera.target import AttrSpec, AttrType, Availability, Target, register_kind
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import numpy as np
     import onnx
 
@@ -124,6 +133,30 @@ class TvmBackend(ProbedBackend):
 
         return found if tvm.cuda().exist else Availability(
             False, "TVM here has no CUDA device (it needs a TVM built with CUDA)")
+
+    native_import = True
+
+    def native_runner(self, model: bytes) -> NativeRunner:
+        """TVM's documented route: the Relax ONNX frontend, tvm.compile for llvm, the Relax
+        VM."""
+        os.environ.setdefault("TVM_BIND_THREADS", "0")  # as in _compile: other rows run after
+        import onnx as onnx_module
+        import tvm
+        from tvm import relax
+        from tvm.relax.frontend.onnx import from_onnx
+
+        proto = onnx_module.load_from_string(model)
+        weights = {t.name for t in proto.graph.initializer}
+        inputs = [i.name for i in proto.graph.input if i.name not in weights]
+        module = relax.transform.DecomposeOpsForInference()(from_onnx(proto))
+        machine = relax.VirtualMachine(tvm.compile(module, target="llvm"), tvm.cpu())
+
+        def run(feeds: Mapping[str, np.ndarray]) -> list[Any]:
+            results = machine["main"](*(tvm.runtime.tensor(feeds[name]) for name in inputs))
+            if hasattr(results, "numpy") or isinstance(results, tvm.runtime.ShapeTuple):
+                results = (results,)  # one output; several come as a sequence
+            return [_host(value) for value in results]
+        return run
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         # TVM's pool pins the thread that first runs a module to one core, and every thread

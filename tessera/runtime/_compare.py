@@ -12,26 +12,53 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from tessera._private.shapes import ShapePoint, ShapeProfile
+from tessera import backends
 from tessera._private.text import typed_line
 from tessera._private.timing import time_block
+from tessera.backends import NativeRunner
 from tessera.backends._inputs import random_inputs, shapes_at
 from tessera.config import CompilationConfig
+from tessera.config._shapes import ShapePoint, ShapeProfile
 from tessera.errors import InterruptedCompile, TesseraError
 from tessera.ir import Model, Samples, inline_weights
 from tessera.placement import ProgressLike
-from tessera.runtime._compiled import compile
-from tessera.runtime._native import native_precision, native_runner
+from tessera.runtime._compiled import CompiledModel, compile
+
+_Built = TypeVar("_Built")
+
+
+@dataclass(frozen=True)
+class _Native:
+    """A row of one backend run natively, through its library's own runner."""
+
+    backend: str
+    run: NativeRunner
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A row that could not be built, and why."""
+
+    why: str
+
+
+# what each row is built as: tessera's compiled model, a native runner, or a failure
+_Row = CompiledModel | _Native | _Failed
+
+
+def _native(backend: str, model: bytes) -> _Native:
+    return _Native(backend, backends.get(backend).native_runner(model))
 
 
 @dataclass
 class Comparison:
     rows: list[dict[str, Any]]
-    best: Any  # tessera's own plan for the config (collage, or the single target's)
+    best: CompiledModel | None  # tessera's own plan for the config (collage, or the single
+    # target's)
     point: ShapePoint  # the sizes of the model's symbolic dimensions the rows ran at
 
 
@@ -39,12 +66,12 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
             progress: ProgressLike | None = None) -> Comparison:
     raw = inline_weights(model.proto).SerializeToString()  # native runners read bytes
     targets = [t for t in config.priority if t.kind.name != "reference"]
-    built: dict[str, Any] = {}  # a runner or compiled model, or why it could not be built
+    built: dict[str, _Row] = {}
     plans: dict[str, str] = {}
     compiled_any = None
     for target in targets:
         built[f"native {target.kind.name}"] = _guarded(
-            functools.partial(native_runner, target.kind.name, raw))
+            functools.partial(_native, target.kind.name, raw))
     for target in targets:
         single = dataclasses.replace(config, entries=tuple(
             e for e in config.entries if e.target == target or e.target.kind.name in (
@@ -56,7 +83,7 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
         built["tessera collage"] = _guarded(functools.partial(
             compile, model, config, partitioner="collage", progress=progress))
     for label, value in built.items():
-        if hasattr(value, "plan"):
+        if isinstance(value, CompiledModel):
             compiled_any = value
             plans[label] = " + ".join(f"{p.target}[{len(p.nodes)}]"
                                       for p in value.plan.partitions)
@@ -70,17 +97,16 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
         raise TesseraError("the model has inputs of unknown rank; fix them with --input-shape")
     rows: list[dict[str, Any]] = []
     for label, value in built.items():
-        if isinstance(value, str):
-            rows.append({"row": label, "error": value})
+        if isinstance(value, _Failed):
+            rows.append({"row": label, "error": value.why})
             continue
-        call = value.run if hasattr(value, "run") else value
         try:
-            latency = time_block(functools.partial(call, feeds), seconds=seconds)
+            latency = time_block(functools.partial(value.run, feeds), seconds=seconds)
         except Exception as err:  # a backend failing at run time is a row, not a crash
             rows.append({"row": label, "error": typed_line(err, 160)})
             continue
         row = {"row": label, **latency.to_dict(), "plan": plans.get(label, "whole model")}
-        lower = _lower_precision(label)
+        lower = _lower_precision(value.backend) if isinstance(value, _Native) else None
         if lower is not None:
             row.update(precision=lower, plan=f"whole model, in {lower} (its default here)")
         rows.append(row)
@@ -90,30 +116,28 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
         if best and "median_ms" in row:
             row["vs_best_native"] = round(row["median_ms"] / best, 3)
     own = built.get("tessera collage", built.get(f"tessera {targets[0]}") if targets else None)
-    return Comparison(rows, own if hasattr(own, "plan") else None, point)
+    return Comparison(rows, own if isinstance(own, CompiledModel) else None, point)
 
 
-def _lower_precision(label: str) -> str | None:
-    """For a native row whose backend computes below fp32 by default, that precision."""
-    if not label.startswith("native "):
-        return None
+def _lower_precision(backend: str) -> str | None:
+    """Where `backend` natively computes below fp32 by default, that precision."""
     try:
-        return native_precision(label.removeprefix("native "))
+        return backends.get(backend).native_precision()
     except Exception:  # a backend that cannot say: the row stands as measured
         return None
 
 
-def _guarded(build: Callable[[], Any]) -> Any:
+def _guarded(build: Callable[[], _Built]) -> _Built | _Failed:
     try:
         built = build()
     except InterruptedCompile:
         raise
     except Exception as err:  # one failing backend must not end the comparison
-        return typed_line(err, 160)
-    stopped = getattr(getattr(built, "plan", None), "stats", None)
-    if stopped is not None and stopped.interrupted is not None:  # Ctrl-C ends the comparison
-        raise InterruptedCompile(f"interrupted during {stopped.interrupted.phase}: the "
-                                 "comparison stopped before its rows were timed")
+        return _Failed(typed_line(err, 160))
+    stopped = built.plan.stats.interrupted if isinstance(built, CompiledModel) else None
+    if stopped is not None:  # Ctrl-C ends the comparison
+        raise InterruptedCompile(f"interrupted during {stopped.phase}: the comparison "
+                                 "stopped before its rows were timed")
     return built
 
 
@@ -128,7 +152,7 @@ class BudgetComparison:
     hand, where nothing met the budget)."""
 
     rows: list[dict[str, Any]]
-    best: Any  # tessera's plan, compiled
+    best: CompiledModel | None  # tessera's plan, compiled
     point: ShapePoint
     budget: str
     validation: int  # samples the accuracy is measured on
@@ -143,45 +167,43 @@ def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
     """Without tessera, by hand, and tessera's plan under the config's accuracy budget, on
     the same samples; each timed in its own block. `speedup` is the baseline's median over
     the row's (higher is faster)."""
-    from tessera._private.accuracy import measure
     from tessera.backends._quantize import quantize
-    from tessera.oracle import answers
+    from tessera.config._accuracy import measure
+    from tessera.oracle import reference_answers
 
     budget = config.options.accuracy
     raw = inline_weights(model.proto).SerializeToString()
     names = [t.kind.name for t in config.priority if t.kind.name in ("onnxruntime", "openvino")]
     if "onnxruntime" not in names:
         names.insert(0, "onnxruntime")  # the baseline is always there
-    calibration, validation = samples.split()
-    built: dict[str, Any] = {f"native {name}": _guarded(functools.partial(
-        native_runner, name, raw)) for name in names}
+    calibration, _ = samples.split()
+    built: dict[str, _Row] = {f"native {name}": _guarded(functools.partial(
+        _native, name, raw)) for name in names}
     quantized = _guarded(lambda: quantize(inline_weights(model.proto), "static",
                                           list(calibration), backend="onnxruntime")
                          .SerializeToString())
     for name in names:
-        built[f"{name} int8 static, by hand"] = quantized if isinstance(quantized, str) else \
-            _guarded(functools.partial(native_runner, name, quantized))
+        built[f"{name} int8 static, by hand"] = quantized if isinstance(quantized, _Failed) \
+            else _guarded(functools.partial(_native, name, quantized))
     built[TESSERA] = _guarded(functools.partial(compile, model, config, samples=samples,
                                                 progress=progress))
-    feeds = list(validation)
-    truth = answers(model.proto, feeds)
-    want = truth.outputs
+    reference = reference_answers(model, samples)
+    feeds = reference.feeds
     outputs = [o.name for o in model.proto.graph.output]
     rows: list[dict[str, Any]] = []
     for label, value in built.items():
-        if isinstance(value, str):
-            rows.append({"row": label, "error": value})
+        if isinstance(value, _Failed):
+            rows.append({"row": label, "error": value.why})
             continue
-        call = value.run if hasattr(value, "run") else value
         try:
-            got = [_named(call(feed), outputs) for feed in feeds]
-            latency = time_block(functools.partial(call, feeds[0]), seconds=seconds)
+            got = [_named(value, feed, outputs) for feed in feeds]
+            latency = time_block(functools.partial(value.run, feeds[0]), seconds=seconds)
         except Exception as err:  # a backend failing at run time is a row, not a crash
             rows.append({"row": label, "error": typed_line(err, 160)})
             continue
-        report = measure(got, want, budget, truth.judges)
+        report = measure(got, reference.outputs, budget, reference.judges)
         plan = " + ".join(str(p.target) for p in value.plan.partitions) \
-            if hasattr(value, "plan") else "whole model"
+            if isinstance(value, CompiledModel) else "whole model"
         rows.append({"row": label, **latency.to_dict(), "plan": plan,
                      "accuracy": report.to_dict(), "summary": report.summary(),
                      "min_cosine": _min_cosine(report), "meets": report.met is not False})
@@ -192,17 +214,18 @@ def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
     hand = [r for r in rows if r["row"] not in (TESSERA,) and "median_ms" in r and r["meets"]]
     own = built.get(TESSERA)
     return BudgetComparison(
-        rows, own if hasattr(own, "plan") else None, ShapePoint(()), str(budget),
+        rows, own if isinstance(own, CompiledModel) else None, ShapePoint(()), str(budget),
         len(feeds), base, min(hand, key=lambda r: r["median_ms"], default=None),
         next((r for r in rows if r["row"] == TESSERA and "median_ms" in r), None))
 
 
-def _named(result: Any, outputs: list[str]) -> dict[str, Any]:
-    """A runner's result as named outputs: a dict (or OpenVINO's result) by position."""
-    if isinstance(result, dict) and all(isinstance(k, str) for k in result):
-        return result
-    values = result.to_tuple() if hasattr(result, "to_tuple") else result
-    return dict(zip(outputs, values, strict=False))
+def _named(row: CompiledModel | _Native, feed: Mapping[str, Any], outputs: list[str]
+           ) -> dict[str, Any]:
+    """The row's outputs on `feed` by name: a native runner gives them in the model's
+    order."""
+    if isinstance(row, CompiledModel):
+        return row.run(feed)
+    return dict(zip(outputs, row.run(feed), strict=False))
 
 
 def _min_cosine(report: Any) -> float | None:

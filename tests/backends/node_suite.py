@@ -25,6 +25,7 @@ import numpy as np
 
 import tessera
 from tessera import backends, load_model
+from tessera.backends import NativeRunner
 from tessera.errors import ModelError, PartitionError, TesseraError
 
 ALL = tuple(sorted(backends.names(), key=lambda b: backends.get(b).rank))  # plugins too
@@ -88,74 +89,12 @@ def _resolution(expected: Any) -> float:
     return 8 * float(np.finfo(expected.dtype).eps) * float(finite.max()) if finite.size else 0.0
 
 
-def _native_runner(backend: str, model: Any) -> Callable[[dict[str, Any]], list[Any]] | None:
-    """The backend's own API, without tessera. torch has no ONNX import of its own: tessera's
-    converter is the only way in, so a torch failure is always tessera's."""
-    if backend == "torch":
-        return None
-    if backend == "openvino":
-        import openvino as ov
-
-        core = ov.Core()
-        compiled = core.compile_model(core.read_model(model.SerializeToString()), "CPU")
-        return lambda feeds: list(compiled(feeds).to_tuple())
-    if backend == "iree":
-        return _iree_native(model)
-    if backend == "tvm":
-        return _tvm_native(model)
-    if backend == "onnxruntime":
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.log_severity_level = 4
-        session = ort.InferenceSession(model.SerializeToString(), options,
-                                       providers=["CPUExecutionProvider"])
-        return lambda feeds: session.run(None, feeds)
-    from onnx.reference import ReferenceEvaluator
-
-    evaluator = ReferenceEvaluator(model)
-    return lambda feeds: evaluator.run(None, feeds)
-
-
-def _iree_native(model: Any) -> Callable[[dict[str, Any]], list[Any]]:
-    """IREE's documented route: iree-import-onnx, iree-compile, the runtime."""
-    import subprocess
-    import tempfile
-
-    import iree.compiler as compiler
-    import iree.runtime as runtime
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = f"{tmp}/model.onnx"
-        with open(path, "wb") as handle:
-            handle.write(model.SerializeToString())
-        subprocess.run([sys.executable, "-m", "iree.compiler.tools.import_onnx", path, "-o",
-                        f"{tmp}/model.mlir"], check=True, capture_output=True)
-        vmfb = compiler.compile_file(f"{tmp}/model.mlir", target_backends=["llvm-cpu"],
-                                     extra_args=["--iree-llvmcpu-target-cpu=host"])
-    module = runtime.load_vm_flatbuffer(vmfb, driver="local-task")
-    function = getattr(module, model.graph.name)
-
-    def run(feeds: dict[str, Any]) -> list[Any]:
-        result = function(*feeds.values())
-        return [r.to_host() for r in (result if isinstance(result, (tuple, list)) else
-                                      [result])]
-    return run
-
-
-def _tvm_native(model: Any) -> Callable[[dict[str, Any]], list[Any]]:
-    """TVM's documented route: the Relax ONNX frontend, tvm.compile, the Relax VM."""
-    import tvm
-    from tvm import relax
-    from tvm.relax.frontend.onnx import from_onnx
-
-    module = relax.transform.DecomposeOpsForInference()(from_onnx(model))
-    machine = relax.VirtualMachine(tvm.compile(module, target="llvm"), tvm.cpu())
-
-    def run(feeds: dict[str, Any]) -> list[Any]:
-        result = machine["main"](*[tvm.runtime.tensor(v) for v in feeds.values()])
-        return [r.numpy() for r in ([result] if hasattr(result, "numpy") else result)]
-    return run
+def _native_runner(backend_name: str, model: Any) -> NativeRunner | None:
+    """The backend's own library, without tessera (`Backend.native_runner`); None where the
+    library has no ONNX entry of its own (torch: tessera's converter is the only way in, so
+    a torch failure is always tessera's)."""
+    backend = backends.get(backend_name)
+    return backend.native_runner(model.SerializeToString()) if backend.native_import else None
 
 
 def _array(value: Any) -> Any:
@@ -166,7 +105,8 @@ def _array(value: Any) -> Any:
     return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else value
 
 
-def _run_all(run: Callable[[dict[str, Any]], list[Any]], case: Any, names: list[str]) -> None:
+def _run_all(run: Callable[[dict[str, Any]], Sequence[Any]], case: Any, names: list[str]
+             ) -> None:
     for inputs, outputs in case.data_sets:
         feeds = {n: _array(v) for n, v in zip(names, inputs, strict=True)}
         _compare(run(feeds), [_array(o) for o in outputs], case.rtol, case.atol)

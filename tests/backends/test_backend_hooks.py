@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,7 @@ from tessera.backends import Backend, Compiled, ProbedBackend, Support
 from tessera.backends._threads import ThreadPolicy
 from tessera.errors import CompileError
 from tessera.ir import ValueType
-from tessera.placement._support import SupportTable
-from tessera.runtime._native import native_runner
+from tessera.placement.search._support import SupportTable
 from tessera.target import KINDS, AttrSpec, AttrType, Target, register_kind
 
 from ..ir.models import mlp
@@ -34,15 +33,6 @@ RELU = helper.make_node("Relu", ["x"], ["y"], name="relu")
 
 def _feeds() -> dict[str, np.ndarray]:
     return {"x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
-
-
-def _first(result: Any) -> np.ndarray:
-    """The first output of a native run, whatever the library returns."""
-    if isinstance(result, Mapping):
-        return np.asarray(next(iter(result.values())))
-    if isinstance(result, (list, tuple)):
-        return np.asarray(result[0])
-    return np.asarray(result.to_tuple()[0])
 
 
 # -- support for the target asked about ----------------------------------------------------
@@ -149,10 +139,17 @@ def test_thread_settings_are_each_backends_own() -> None:
 def test_each_native_runner_runs_the_whole_model(name: str) -> None:
     model = mlp()
     want = backends.get("reference").compile(model).run(_feeds())["y"]
-    got = _first(native_runner(name, model.SerializeToString())(_feeds()))
+    got = backends.get(name).native_runner(model.SerializeToString())(_feeds())
+    assert len(got) == 1  # the outputs in the model's order
     # natively OpenVINO runs in its default precision: bf16 on a CPU that has it
     rtol = 1e-4 if _native_precision(name) == "f32" else 2e-2
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-5 if rtol == 1e-4 else 1e-3)
+    np.testing.assert_allclose(got[0], want, rtol=rtol, atol=1e-5 if rtol == 1e-4 else 1e-3)
+
+
+def test_the_native_runner_is_the_librarys_own_where_it_has_an_onnx_entry() -> None:
+    own = {n for n in backends.names() if backends.get(n).native_import}
+    assert {"onnxruntime", "openvino", "iree", "tvm", "reference"} <= own
+    assert "torch" not in own  # tessera's converter is the only way into torch
 
 
 def _native_precision(name: str) -> str:

@@ -137,6 +137,8 @@ def test_bench_with_samples_compares_defaults_by_hand_and_tessera_within_the_bud
     assert list(rows)[:2] == ["native onnxruntime", "native openvino"]
     assert rows["native onnxruntime"]["speedup"] == 1.0
     assert rows["tessera"]["meets"] is True and rows["tessera"]["accuracy"]["samples"] == 2
+    # every row, the native ones and those by hand too, is judged on the same samples
+    assert all(r["accuracy"]["samples"] == 2 for r in rows.values()), rows
     assert "higher is faster" in stdout.replace("\n", " ") or "(higher is" in stdout
     assert "within the accuracy budget cosine>=0.99" in stdout
     # what the precision search tried is said, as `tessera compile` says it
