@@ -7,11 +7,12 @@ on first use, and plugins on the first lookup that misses or the first listing."
 from __future__ import annotations
 
 from tessera.backends import iree, onnxruntime, openvino, reference, tensorrt, torch, tvm
+from tessera.backends._answer import Proposal
 from tessera.backends._devices import DeviceSettings
 from tessera.backends._plugins import GROUP, PluginFailure, PluginWarning, load_plugins
 from tessera.backends._plugins import failures as plugin_failures
 from tessera.backends._probe import ProbedBackend
-from tessera.backends._proposals import PROPOSERS, Proposal, Proposer, register_proposer
+from tessera.backends._proposals import PROPOSERS, Proposer, register_proposer
 from tessera.backends._protocol import (
     BACKENDS,
     Backend,

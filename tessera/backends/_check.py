@@ -8,19 +8,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tessera.backends._answer import Support
+from tessera.backends._answer import NodeJudge, Support
 from tessera.backends._regions import region_support
 from tessera.errors import CompileError, TesseraError
 
 if TYPE_CHECKING:
     import onnx
 
-    from tessera.backends._protocol import Backend
     from tessera.ir import DataflowGraph, ValueType
     from tessera.target import Target
 
 
-def refused_nodes(backend: Backend, submodel: onnx.ModelProto, target: Target
+def refused_nodes(backend: NodeJudge, submodel: onnx.ModelProto, target: Target
                   ) -> list[tuple[str, str, str]]:
     """(node name, op type, reason) of each node of `submodel` that `backend` refuses."""
     from tessera.ir import DataflowGraph
@@ -45,7 +44,7 @@ def refused_nodes(backend: Backend, submodel: onnx.ModelProto, target: Target
     return refused
 
 
-def check_supported(backend: Backend, submodel: onnx.ModelProto, target: Target) -> None:
+def check_supported(backend: NodeJudge, submodel: onnx.ModelProto, target: Target) -> None:
     refused = refused_nodes(backend, submodel, target)
     if not refused:
         return

@@ -18,14 +18,12 @@ changes only the keys of backends whose generated code depends on it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tessera._private.cores import core_budget
 from tessera.target import Target
-
-if TYPE_CHECKING:
-    from tessera.backends._protocol import Backend
 
 THREADS = "num-threads"
 CORES = "num-cores"
@@ -46,6 +44,19 @@ class DeviceSettings:
         return DeviceSettings(tuple(merged.items()), self.notes + other.notes)
 
 
+class DeviceBuilder(Protocol):
+    """A backend as its device settings read it (`Backend.device_attrs`, `device_note`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def device_attrs(self) -> Mapping[str, str]: ...
+
+    @property
+    def device_note(self) -> str: ...
+
+
 def core_cap(device: Target | None) -> int | None:
     """The cores `device` lets code use, where it says (`cpu -num-cores=N`)."""
     if device is None:
@@ -54,13 +65,13 @@ def core_cap(device: Target | None) -> int | None:
     return int(cores) if cores is not None else None
 
 
-def default_settings(backend: Backend, target: Target, device: Target) -> DeviceSettings:
+def default_settings(backend: DeviceBuilder, target: Target, device: Target) -> DeviceSettings:
     """The rule every backend follows unless it adds its own: threads capped by the device's
     cores, code-generation attributes mapped through `backend.device_attrs`."""
     return thread_cap(backend, target, device) + codegen(backend, target, device)
 
 
-def thread_cap(backend: Backend, target: Target, device: Target) -> DeviceSettings:
+def thread_cap(backend: DeviceBuilder, target: Target, device: Target) -> DeviceSettings:
     cores = core_cap(device)
     if cores is None:
         return DeviceSettings()
@@ -77,7 +88,7 @@ def thread_cap(backend: Backend, target: Target, device: Target) -> DeviceSettin
     return DeviceSettings(((THREADS, cores),), notes)
 
 
-def codegen(backend: Backend, target: Target, device: Target) -> DeviceSettings:
+def codegen(backend: DeviceBuilder, target: Target, device: Target) -> DeviceSettings:
     attrs: list[tuple[str, Any]] = []
     ignored: list[str] = []
     notes: list[str] = []
@@ -105,4 +116,5 @@ def _shown(target: Target, name: str) -> str:
     return str(alone).partition(" ")[2] or f"-{name}"
 
 
-__all__ = ["CORES", "THREADS", "DeviceSettings", "core_cap", "default_settings"]
+__all__ = ["CORES", "THREADS", "DeviceBuilder", "DeviceSettings", "core_cap",
+           "default_settings"]

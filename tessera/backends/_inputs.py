@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
-    from tessera.backends._protocol import TensorSpec
+    from tessera.backends._input_check import TensorSpec
 
 
 class HasInputs(Protocol):

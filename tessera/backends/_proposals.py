@@ -7,37 +7,17 @@ against the support table and measures it as a candidate partition (docs/backend
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
 from tessera._private.registry import Registry
-from tessera.errors import ModelError, RegistryError
+from tessera.backends._answer import Proposal
+from tessera.errors import RegistryError
 
 if TYPE_CHECKING:
     from tessera.ir import Model
     from tessera.target import Target
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """Nodes (by name, as `model.dataflow.names` has them) that a backend asks to run as one
-    partition, why, and a short label naming the rule that found them ('query_model',
-    'attention'). Placement keeps a proposal only when its target may run every node of it;
-    one that is not convex is split into convex parts."""
-
-    nodes: tuple[str, ...]
-    reason: str
-    label: str = ""
-
-    def __post_init__(self) -> None:
-        given: object = self.nodes  # any iterable of names, or one name
-        nodes = (given,) if isinstance(given, str) else \
-            tuple(given) if isinstance(given, Iterable) else None
-        if nodes is None or not all(isinstance(n, str) for n in nodes):
-            raise ModelError(f"a Proposal names its nodes by their names (str), as "
-                             f"model.dataflow.names has them; got {given!r}")
-        object.__setattr__(self, "nodes", tuple(dict.fromkeys(nodes)))
 
 
 ProposeFunction = Callable[["Model", "Target"], Sequence[Proposal]]
@@ -87,3 +67,7 @@ def register_proposer(name: str, *, backend: str, propose: ProposeFunction | Non
 def proposers_for(backend: str) -> list[Proposer]:
     """The proposers registered for `backend`, in registration order."""
     return [p for _, p in PROPOSERS.items() if p.backend == backend]
+
+
+__all__ = ["PROPOSERS", "Proposal", "ProposeFunction", "Proposer", "proposers_for",
+           "register_proposer"]

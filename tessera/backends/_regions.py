@@ -7,18 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from tessera.backends._answer import Support
+from tessera.backends._answer import NodeJudge, Support
 from tessera.ir import REGION_DOMAIN, region_function, value_type
 
 if TYPE_CHECKING:
     import onnx
 
-    from tessera.backends._protocol import Backend
     from tessera.ir import ValueType
     from tessera.target import Target
 
 
-def region_support(backend: Backend, node: onnx.NodeProto,
+def region_support(backend: NodeJudge, node: onnx.NodeProto,
                    functions: Sequence[onnx.FunctionProto], opset: int,
                    types: Mapping[str, ValueType] | None, target: Target | None
                    ) -> Support | None:

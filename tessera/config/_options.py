@@ -7,32 +7,33 @@ target's tuning key, so changing one never invalidates measured costs.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tessera._private.accuracy import AccuracyBudget
 from tessera._private.registry import Registry, did_you_mean
-from tessera._private.shapes import ShapeProfile
 from tessera._private.values import parse_bool, parse_float, parse_int
+from tessera.config._accuracy import AccuracyBudget
+from tessera.config._shapes import ShapeProfile
 from tessera.errors import ConfigError
 
-__all__ = ["EXECUTORS", "MEASURE_TIMEOUT_S", "OBJECTIVES", "RUNTIMES", "FlowOptions",
-           "Implementation", "OptionInfo", "option_infos"]
+__all__ = ["EXECUTORS", "EXECUTOR_CLASSES", "MEASURE_TIMEOUT_S", "OBJECTIVES", "RUNTIMES",
+           "RUNTIME_CLASSES", "FlowOptions", "Implementation", "OptionInfo", "option_infos"]
 
 @dataclass(frozen=True)
 class Implementation:
-    """A registered executor or runtime: what it does, and where its code lives
-    ('module:attribute', loaded on first use, so that the config layer imports none of it)."""
+    """An executor or runtime a config may name, and what it does. Its code lives in a
+    higher layer, which registers it under the same name in `classes` when imported
+    (`tessera.runtime` registers its own): config validates names without importing it."""
 
+    name: str
     doc: str
-    where: str
+    classes: Registry[Any] = field(repr=False, compare=False)
 
     def load(self) -> Any:
-        module, _, attribute = self.where.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        """The registered code: a class the runtime calls."""
+        return self.classes.get(self.name)
 
 
 # The executor chains a plan's compiled partitions; the runtime is the compiled model that
@@ -40,15 +41,17 @@ class Implementation:
 # The graph executor runs a fixed order computed ahead of time and accepts every shape the
 # profile allows, so it also answers to `aot` and `vm`; the one runtime drives partitions
 # that run in each backend's native C/C++ library, so it also answers to `c` and `c++`.
+EXECUTOR_CLASSES: Registry[Any] = Registry("executor implementation", ConfigError)
+RUNTIME_CLASSES: Registry[Any] = Registry("runtime implementation", ConfigError)
 EXECUTORS: Registry[Implementation] = Registry("executor", ConfigError)
 EXECUTORS.register("graph", Implementation(
-    "chains the partitions in topological order in one process",
-    "tessera.runtime._executor:GraphExecutor"), aliases=("aot", "vm"))
+    "graph", "chains the partitions in topological order in one process", EXECUTOR_CLASSES),
+    aliases=("aot", "vm"))
 
 RUNTIMES: Registry[Implementation] = Registry("runtime", ConfigError)
 RUNTIMES.register("python", Implementation(
-    "in-process runtime handing numpy arrays between partitions",
-    "tessera.runtime._compiled:CompiledModel"), aliases=("c", "c++"))
+    "python", "in-process runtime handing numpy arrays between partitions", RUNTIME_CLASSES),
+    aliases=("c", "c++"))
 
 PARTITIONERS = ("auto", "greedy", "collage")
 OBJECTIVES = ("latency", "throughput")

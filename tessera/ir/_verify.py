@@ -4,7 +4,7 @@ ModelError naming it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tessera.errors import ModelError
 from tessera.ir._graph import subgraph_inputs
@@ -13,10 +13,15 @@ from tessera.ir._light import weights_as_inputs
 if TYPE_CHECKING:
     import onnx
 
-    from tessera.ir._model import Model
+
+class HasProto(Protocol):
+    """A model as the verifier reads it (`tessera.ir.Model`, which loads through here)."""
+
+    @property
+    def proto(self) -> onnx.ModelProto: ...
 
 
-def verify_model(model: Model | onnx.ModelProto, *, when: str = "") -> None:
+def verify_model(model: HasProto | onnx.ModelProto, *, when: str = "") -> None:
     """Every value has one producer (a node, a graph input or an initializer), nodes are in
     topological order, node names (as plans name them) are unique, and onnx.checker accepts
     a weight-free copy. `when` says where in the flow the check ran, for the message."""

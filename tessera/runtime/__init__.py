@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tessera.config._options import EXECUTOR_CLASSES, RUNTIME_CLASSES
 from tessera.runtime._artifact import FallbackWarning
 from tessera.runtime._compiled import (
     CompiledModel,
@@ -10,7 +11,12 @@ from tessera.runtime._compiled import (
     compile,
     partition,
 )
+from tessera.runtime._executor import GraphExecutor
 from tessera.runtime._loading import load
 
 __all__ = ["CompiledModel", "FallbackWarning", "RuntimeBuilder", "build_partitions", "compile",
            "load", "partition"]
+
+# the code of the executor and the runtime config names (tessera.config.EXECUTORS, RUNTIMES)
+EXECUTOR_CLASSES.register("graph", GraphExecutor)
+RUNTIME_CLASSES.register("python", CompiledModel)

@@ -5,18 +5,33 @@ plan's key."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
-from tessera._private.accuracy import AccuracyReport, measure
+from tessera.config._accuracy import AccuracyReport, measure
 from tessera.ir import Samples, SampleSource
 from tessera.oracle import reference_answers
 from tessera.placement import Plan
 
 if TYPE_CHECKING:
-    from tessera.runtime._compiled import CompiledModel
+    import numpy as np
+
+    from tessera.config import CompilationConfig
+    from tessera.ir import Model
 
 
-def measure_accuracy(compiled: CompiledModel, samples: Samples) -> AccuracyReport:
+class Measured(Protocol):
+    """A compiled model as its accuracy is measured and recorded (`CompiledModel`)."""
+
+    model: Model
+    config: CompilationConfig
+    plan: Plan
+
+    def run_many(self, inputs: Iterable[Mapping[str, np.ndarray]], concurrency: int = 1
+                 ) -> list[dict[str, np.ndarray]]: ...
+
+
+def measure_accuracy(compiled: Measured, samples: Samples) -> AccuracyReport:
     """The report for `compiled` on the validation half of `samples`, against the config's
     accuracy budget (when it has one)."""
     reference = reference_answers(compiled.model, samples)
@@ -24,7 +39,7 @@ def measure_accuracy(compiled: CompiledModel, samples: Samples) -> AccuracyRepor
     return measure(got, reference.outputs, compiled.config.options.accuracy, reference.judges)
 
 
-def with_accuracy(compiled: CompiledModel, samples: SampleSource | Samples | None) -> Plan:
+def with_accuracy(compiled: Measured, samples: SampleSource | Samples | None) -> Plan:
     """The compiled model's plan with its accuracy recorded (itself without samples)."""
     if samples is None:
         return compiled.plan
