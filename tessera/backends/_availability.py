@@ -24,14 +24,15 @@ class LibraryAvailability:
         if not _module_exists(self.module):
             how = (f"pip install 'tessera[{self.extra}]'" if self.extra
                    else f"pip install {self.dists[0]}")
-            return Availability(False, f"{self.module} is not installed; install it with: {how}")
+            return Availability(False, f"{self.module} is not installed; install it with: {how}",
+                                extra=self.extra)
         for dist in self.dists:
             try:
                 version = importlib.metadata.version(dist)
             except importlib.metadata.PackageNotFoundError:
                 continue
-            return Availability(True, f"{dist} {version}", version)
-        return Availability(True, f"{self.module} (version unknown)")
+            return Availability(True, f"{dist} {version}", version, self.extra)
+        return Availability(True, f"{self.module} (version unknown)", extra=self.extra)
 
 
 def library_availability(

@@ -145,8 +145,7 @@ class Backend:
     @property
     def pip_extra(self) -> str | None:
         """tessera's pip extra that installs this backend's library, where it has one."""
-        extra = getattr(self.kind.availability, "extra", None)
-        return extra if isinstance(extra, str) else None
+        return self.is_available().extra
 
     def is_available(self) -> Availability:
         return self.kind.is_available()

@@ -19,12 +19,19 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-__all__ = ["Calibration", "Recipe", "calibration_digest", "is_quantized", "model_digest",
-           "quantize"]
+__all__ = ["Calibration", "DigestedCalibration", "Recipe", "calibration_digest", "is_quantized",
+           "model_digest", "quantize"]
 
 Recipe = Literal["dynamic", "static"]
 # sample inputs of a submodel: one dict per sample, arrays keyed by the submodel's input names
 Calibration = Sequence[Mapping[str, "np.ndarray"]]
+
+
+class DigestedCalibration(Sequence[Mapping[str, "np.ndarray"]]):
+    """Calibration samples that carry their own `digest`, so a cache key of the form
+    calibrated on them needs no reading of them (samples computed only when read)."""
+
+    digest: str
 
 
 def quantize(submodel: onnx.ModelProto, recipe: Recipe, calibration: Calibration | None, *,
@@ -145,13 +152,11 @@ def _quiet(phrase: str) -> Iterator[None]:
 
 def calibration_digest(calibration: Calibration | None) -> str:
     """A digest of the calibration samples: names, dtypes, shapes and bytes, in order (or the
-    digest the calibration carries, when it is computed lazily from one)."""
+    digest a `DigestedCalibration` carries)."""
     import numpy as np
 
-    known = getattr(calibration, "digest", None)
-    if isinstance(known, str):
-        return known
-
+    if isinstance(calibration, DigestedCalibration):
+        return calibration.digest
     digest = hashlib.sha1(usedforsecurity=False)
     for sample in calibration or ():
         digest.update(b"\x00sample")

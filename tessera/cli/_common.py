@@ -15,6 +15,7 @@ from tessera.errors import ConfigError
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from tessera.config import AccuracyBudget
     from tessera.ir import Model
     from tessera.placement import Plan, SearchStats
 
@@ -141,11 +142,11 @@ def measure_flags(measure: str | None, address: str | None, on: str | None
         if value is not None)
 
 
-def accuracy_line(stats: SearchStats, budget: object) -> str:
+def accuracy_line(stats: SearchStats, budget: AccuracyBudget | None) -> str:
     """The plan's accuracy on the samples and whether it meets the budget, or why none."""
     report = stats.accuracy
     if report is None:
-        if getattr(budget, "exact", False):
+        if budget is not None and budget.exact:
             return "accuracy: exact (fp32 only, no lower precision searched)"
         told = f" (budget {budget} not checked)" if budget is not None else ""
         return f"accuracy: not measured{told}"

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tessera.cli import _common as common
 from tessera.cli._app import cli
 from tessera.cli._progress import interrupted_exit, progress_display
+
+if TYPE_CHECKING:
+    from tessera.config import AccuracyBudget
 
 
 @cli.command("explain", epilog=common.TARGET_FLAGS_HELP, context_settings=common.TARGET_FLAGS)
@@ -51,7 +55,7 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
                               "artifact shows the race run when it was compiled")
         artifact = read(model)
         loaded = load_model(artifact.model("model.onnx"), require_static=False)
-        from tessera.placement._devices import assign_devices
+        from tessera.placement.search._device_targets import assign_devices
 
         plan = assign_devices(artifact.plan, artifact.config)  # saved before device targets
         budget = artifact.config.options.accuracy
@@ -87,7 +91,8 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
         interrupted_exit(ctx, stopped, f"kept {stopped.kept}")
 
 
-def render(plan: object, model: object, label: str, budget: object = None) -> str:
+def render(plan: object, model: object, label: str,
+           budget: AccuracyBudget | None = None) -> str:
     from tessera.ir import Model
     from tessera.placement import Plan
 

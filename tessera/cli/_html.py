@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tessera import backends
-from tessera.ir import Model
+from tessera.ir import Model, ValueType
 from tessera.placement import Plan
 
 SPARE = ["#17becf", "#8c564b", "#e377c2", "#393b79", "#637939", "#843c39"]
@@ -188,8 +188,8 @@ def _details(plan: Plan, model: Model, box: Box) -> dict[str, Any]:
     return {"partition": box.partition, "target": str(part.target), "nodes": nodes}
 
 
-def _shape(value_type: Any) -> Any:
-    shape = getattr(value_type, "shape", None)
+def _shape(value_type: ValueType | None) -> list[int | str | None] | str:
+    shape = value_type.shape if value_type is not None else None
     return list(shape) if shape is not None else "?"
 
 

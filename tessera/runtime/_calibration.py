@@ -5,10 +5,11 @@ reference), only on a compile that quantizes, and each value is kept for the com
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from tessera import backends
+from tessera.backends._quantize import DigestedCalibration
 from tessera.errors import TesseraError
 from tessera.ir import Model, Samples
 
@@ -60,7 +61,7 @@ class Activations:
             self._values[name] = [r[name] for r in results]
 
 
-class PartitionCalibration(Sequence[Mapping[str, "np.ndarray"]]):
+class PartitionCalibration(DigestedCalibration):
     """A partition's calibration samples, computed the first time they are read. `digest`
     names them without computing them: the model, the samples and the values' names fix
     them, so a warm compile that finds the int8 form in its cache runs nothing."""

@@ -55,11 +55,13 @@ class AttrSpec:
 
 @dataclass(frozen=True)
 class Availability:
-    """Whether something can be used on this machine, and why not."""
+    """Whether something can be used on this machine, and why not. `extra` is tessera's
+    pip extra that installs it, where it has one."""
 
     ok: bool
     reason: str = ""
     version: str | None = None
+    extra: str | None = None
 
     def __bool__(self) -> bool:
         return self.ok

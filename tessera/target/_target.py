@@ -59,7 +59,7 @@ class Target:
     host: Target | None
     tag: str | None = field(default=None, compare=False)
 
-    _context: ClassVar[threading.local] = threading.local()
+    _context: ClassVar[_Context]
 
     def __init__(
         self,
@@ -270,13 +270,18 @@ def _init_fields(
     object.__setattr__(target, "_attrs_view", MappingProxyType(dict(ordered)))
 
 
+class _Context(threading.local):
+    """Each thread's entered targets, innermost last, each with its device target."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[Target, Target | None]] = []
+
+
+Target._context = _Context()
+
+
 def _stack() -> list[tuple[Target, Target | None]]:
-    """This thread's entered targets, innermost last, each with its device target."""
-    local = Target._context
-    if not hasattr(local, "stack"):
-        local.stack = []
-    stack: list[tuple[Target, Target | None]] = local.stack
-    return stack
+    return Target._context.stack
 
 
 # -- building ----------------------------------------------------------------------------

@@ -182,6 +182,16 @@ def test_every_backend_extra_is_in_pyproject_and_in_all() -> None:
     assert wanted and wanted <= set(extras) and wanted == in_all
 
 
+def test_an_availability_says_which_extra_installs_it_whether_installed_or_not() -> None:
+    from tessera.backends._availability import library_availability
+
+    missing = library_availability("no_such_library_here", ("no-such-dist",), "openvino")()
+    assert not missing.ok and missing.extra == "openvino" and "tessera[openvino]" in missing.reason
+    present = library_availability("numpy", ("numpy",), None)()
+    assert present.ok and present.extra is None and present.version is not None
+    assert backends.get("openvino").pip_extra == "openvino"  # installed here or not
+
+
 # -- compile's support check ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cases() -> dict[str, onnx.ModelProto]:

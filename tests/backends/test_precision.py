@@ -19,6 +19,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tessera import backends
+from tessera.backends._quantize import DigestedCalibration, calibration_digest
 from tessera.errors import CompileError, TargetError
 from tessera.ir import load_model
 from tessera.runtime import _warm
@@ -217,3 +218,23 @@ def test_the_quantizer_memo_digest_follows_the_graph_and_every_weight_byte() -> 
         numpy_helper.to_array(base.graph.initializer[4]).ravel().tolist())
     assert model_digest(typed) != model_digest(base)
     assert model_digest(typed) == model_digest(typed)
+
+
+class _Named(DigestedCalibration):
+    """Samples that would be costly to compute, named without computing them."""
+
+    def __init__(self, digest: str) -> None:
+        self.digest = digest
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:  # type: ignore[override]
+        raise AssertionError("a carried digest is used without reading the samples")
+
+
+def test_a_calibration_digest_is_of_the_samples_or_the_one_they_carry() -> None:
+    samples = _samples(conv_net(), 2, seed=0)
+    assert calibration_digest(samples) == calibration_digest([dict(s) for s in samples])
+    assert calibration_digest(samples) != calibration_digest(_samples(conv_net(), 2, seed=1))
+    assert calibration_digest(_Named("model|samples|x")) == "model|samples|x"
