@@ -15,7 +15,6 @@ backend, so the matrix holds 0 of them.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import re
@@ -25,6 +24,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from bench._markdown import table_head, table_row
+from bench._report import arguments, commit
 
 ROOT = Path(__file__).resolve().parents[1]
 COVERAGE = ROOT / "docs" / "coverage.md"
@@ -222,13 +224,11 @@ def markdown(result: dict[str, Any]) -> str:
              f"{len({o.op for o in outcomes})} ops, {len({(o.case, o.version) for o in outcomes})}"
              f" cases; left out: "
              + ", ".join(f"{n} ({why})" for why, n in sorted(result["left_out"].items())), "",
-             "| backend | agreed | claimed but wrong | undecided | not claimed |",
-             "|---|---:|---:|---:|---:|"]
-    for b in names:
-        t = totals[b]
-        lines.append(f"| {b} | {t['pass']} | {t['fail']} | {t['undecided']} | {t['skip']} |")
-    lines += ["", "| op | version | " + " | ".join(names) + " |",
-              "|---|---:|" + "---|" * len(names)]
+             *table_head("backend", "agreed", "claimed but wrong", "undecided", "not claimed",
+                         align="lrrrr")]
+    lines += [table_row(b, totals[b]["pass"], totals[b]["fail"], totals[b]["undecided"],
+                        totals[b]["skip"]) for b in names]
+    lines += ["", *table_head("op", "version", *names, align="lr")]
     for (op, version), per in sorted(cells.items()):
         row = []
         for b in names:
@@ -236,7 +236,7 @@ def markdown(result: dict[str, Any]) -> str:
             row.append(" ".join(f"{mark}{c[s]}" for s, mark in
                                 (("pass", "✓"), ("fail", "✗"), ("undecided", "?"),
                                  ("skip", "-")) if c[s]) or " ")
-        lines.append(f"| {op} | {version} | " + " | ".join(row) + " |")
+        lines.append(table_row(op, version, *row))
     wrong = [o for o in outcomes if o.status in ("fail", "undecided")]
     if wrong:
         lines += ["", "Cases not agreed:", ""]
@@ -257,10 +257,9 @@ def write_coverage(section: str, path: Path = COVERAGE) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from bench.precision import commit
     from tessera import backends
 
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("--per-version", type=int, default=2,
                         help="test cases per (op, version)")
     parser.add_argument("--ops", nargs="+")

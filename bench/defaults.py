@@ -25,16 +25,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from bench._markdown import preamble, table_head, table_row
 from bench._models import NATIVES, lowest_cosine, native_defaults, precision_name, run_models
+from bench._report import RESULTS, geomean
 from bench._rounds import in_rounds
 from bench.precision import cold_caches
 
 MODELS = ["resnet50", "mobilenetv2", "efficientnet-b0", "bert-base", "gpt2-small", "vit-b16",
           "convnext", "unet", "hybrid"]
 TARGETS = "openvino,onnxruntime,cpu"
-RESULTS = Path(__file__).parent / "results"
 CHECKS = 4
 
 
@@ -43,7 +42,7 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
 
     import tessera
     from tessera import zoo
-    from tessera._private.accuracy import measure
+    from tessera.config._accuracy import measure
     from tessera.ir import load_model
     from tessera.ir._implied import implied_inputs
     from tessera.oracle import answers
@@ -74,7 +73,7 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
         "model": name, "compile_s": round(compile_s, 1),
         "plan": plan,
         "precision": None if record is None else {
-            "status": record.status, "kept": record.kept, "budget": record.budget,
+            "status": record.status, "kept": str(record.kept), "budget": record.budget,
             "inputs": record.inputs,
             "variants": [{"target": v.target, "whole_ms": v.whole_ms,
                           "budget_used": v.whole_used, "note": v.note}
@@ -93,9 +92,7 @@ def markdown(result: dict[str, Any]) -> str:
     for r in rows:
         r["openvino_default_precision"] = precision_name(r["openvino_default_precision"])
     bf16 = any(r["openvino_default_precision"] != "f32" for r in rows)
-    lines = ["# Defaults against defaults", "",
-             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
-             f"Machine: {result['machine']}", "",
+    lines = [*preamble("Defaults against defaults", result),
              "Batch 1. No samples, no budget: tessera compiles cold with `" + TARGETS + "` and "
              "searches the float forms the CPU computes natively under its default budget "
              "`cosine>=0.9995` on generated inputs. Accuracy: each row's lowest cosine against "
@@ -106,21 +103,21 @@ def markdown(result: dict[str, Any]) -> str:
     if not bf16:
         lines += ["This CPU has no native bf16 or f16: the float forms were not available, "
                   "and every row computes in fp32.", ""]
-    lines += ["| model | ORT defaults ms | OpenVINO defaults ms (computes in) | tessera ms | "
-              "ratio | tessera kept | cosine ORT / OpenVINO / tessera | cold compile s |",
-              "|---|---:|---:|---:|---:|---|---|---:|"]
+    lines += table_head("model", "ORT defaults ms", "OpenVINO defaults ms (computes in)",
+                        "tessera ms", "ratio", "tessera kept", "cosine ORT / OpenVINO / tessera",
+                        "cold compile s", align="lrrrrllr")
     for r in rows:
         t, c = r["timings"], r["cosine"]
-        kept = r["precision"]["kept"] if r["precision"] else "fp32"
-        lines.append(
-            f"| {r['model']} | {t['ONNX Runtime defaults']['median_ms']:.2f} | "
-            f"{t['OpenVINO defaults']['median_ms']:.2f} ({r['openvino_default_precision']}) | "
-            f"{t['tessera']['median_ms']:.2f} | {r['ratio']:.3f} | {kept} | "
+        lines.append(table_row(
+            r["model"], f"{t['ONNX Runtime defaults']['median_ms']:.2f}",
+            f"{t['OpenVINO defaults']['median_ms']:.2f} ({r['openvino_default_precision']})",
+            f"{t['tessera']['median_ms']:.2f}", f"{r['ratio']:.3f}",
+            r["precision"]["kept"] if r["precision"] else "fp32",
             f"{c['ONNX Runtime defaults']:.5f} / {c['OpenVINO defaults']:.5f} / "
-            f"{c['tessera']:.5f} | {r['compile_s']} |")
+            f"{c['tessera']:.5f}", r["compile_s"]))
     ratios = [r["ratio"] for r in rows]
-    geo = float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")
-    lines += ["", f"Geometric mean ratio {geo:.3f}, lowest {min(ratios, default=0):.3f} "
+    lines += ["", f"Geometric mean ratio {geomean(ratios):.3f}, "
+              f"lowest {min(ratios, default=0):.3f} "
               f"({sum(r >= 0.98 for r in ratios)} of {len(ratios)} rows at 0.98 or more)."]
     for r in rows:
         p = r["precision"]

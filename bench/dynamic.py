@@ -19,10 +19,7 @@ bench/results/dynamic.{md,json} (`--out` for another directory).
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
-import shlex
 import sys
 import tempfile
 import time
@@ -32,8 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from bench._rounds import in_rounds, machine, paired
-from bench.precision import cold_caches, commit, first_line
+from bench._markdown import preamble, table_head, table_row
+from bench._report import RESULTS, arguments, each_model, header, write
+from bench._rounds import in_rounds, paired
+from bench.precision import cold_caches
 from tessera import zoo
 
 CONFIG = "openvino,onnxruntime,cpu"
@@ -44,7 +43,6 @@ PROFILES: dict[str, tuple[dict[str, list[int]], dict[str, list[int]]]] = {
     "mobilenetv2": ({"batch": [1, 4, 8]}, {"batch": [4]}),
 }
 MODELS = list(PROFILES)
-OUT = Path(__file__).resolve().parent / "results"
 
 
 def feeds_at(name: str, path: str, sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
@@ -85,7 +83,7 @@ def compile_cold(path: str, shapes: Mapping[str, list[int]], cache: Path) -> tup
 
 
 def bench_model(name: str, rounds: int, seconds: float, work: Path) -> dict[str, Any]:
-    from tessera._private.shapes import ShapeProfile
+    from tessera.config._shapes import ShapeProfile
 
     profile, single = PROFILES[name]
     path = str(zoo.export(name, dynamic=True))
@@ -119,9 +117,7 @@ def bench_model(name: str, rounds: int, seconds: float, work: Path) -> dict[str,
 
 
 def markdown(result: Mapping[str, Any]) -> str:
-    lines = ["# Dynamic shapes: one plan for every shape", "",
-             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
-             f"Machine: {result['machine']}", "",
+    lines = [*preamble("Dynamic shapes: one plan for every shape", result),
              f"Config `{CONFIG}`. Each model is exported with dynamic axes and compiled once, "
              "cold, with a three-point shape profile; at each point tessera's plan and the "
              "backends run natively on the dynamic model (default sessions) are timed on the "
@@ -131,15 +127,15 @@ def markdown(result: Mapping[str, Any]) -> str:
     for entry in result["results"]:
         lines += [f"## {entry['model']}", "",
                   f"Profile `{entry['profile']}`; plan: {entry['plan']}.", "",
-                  "| point | ORT native ms | OpenVINO native ms | tessera ms | best native | "
-                  "speed vs best native (higher is faster) | max abs vs ORT (lower is closer) |",
-                  "|---|---|---|---|---|---|---|"]
-        for row in entry["points"]:
-            ms = row["ms"]
-            lines.append(f"| {row['point']} | {ms['ORT native']:.3f} | "
-                         f"{ms['OpenVINO native']:.3f} | {ms['tessera']:.3f} | "
-                         f"{row['best_native']} | {row['speed_vs_best_native']:.2f}x | "
-                         f"{row['max_abs_vs_ort']:.2e} |")
+                  *table_head("point", "ORT native ms", "OpenVINO native ms", "tessera ms",
+                              "best native", "speed vs best native (higher is faster)",
+                              "max abs vs ORT (lower is closer)")]
+        lines += [table_row(row["point"], f"{row['ms']['ORT native']:.3f}",
+                            f"{row['ms']['OpenVINO native']:.3f}",
+                            f"{row['ms']['tessera']:.3f}", row["best_native"],
+                            f"{row['speed_vs_best_native']:.2f}x",
+                            f"{row['max_abs_vs_ort']:.2e}")
+                  for row in entry["points"]]
         lines += ["", f"Cold compile: {entry['profile_compile_seconds']} s with the three-point "
                       f"profile, {entry['single_compile_seconds']} s with one point "
                       f"(`{entry['single_profile']}`): {entry['compile_ratio']}x "
@@ -150,33 +146,19 @@ def markdown(result: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=0.5, help="per block")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    given = list(sys.argv[1:] if argv is None else argv)
-    header = {"command": shlex.join(["python", "-m", "bench.dynamic", *given]),
-              "commit": commit(), "machine": machine(), "rounds": args.rounds,
-              "seconds": args.seconds, "config": CONFIG}
-    args.out.mkdir(parents=True, exist_ok=True)
-    results: list[dict[str, Any]] = []
-    failed: dict[str, str] = {}
-    result: dict[str, Any] = {**header, "results": results, "failed": failed}
+    args = arguments(__doc__, models=MODELS, choices=True, rounds=3, seconds=0.5,
+                     out=RESULTS).parse_args(argv)
+    top = header("dynamic", argv, rounds=args.rounds, seconds=args.seconds, config=CONFIG)
+
+    def written(results: list[dict[str, Any]], failed: dict[str, str]) -> None:
+        done = {**top, "results": results, "failed": failed}
+        write(args.out / "dynamic", done, markdown(done))
+
     with tempfile.TemporaryDirectory(prefix="tessera-dynamic-") as tmp:
-        for name in args.models:
-            began = time.perf_counter()
-            try:
-                results.append(bench_model(name, args.rounds, args.seconds, Path(tmp)))
-            except Exception as err:
-                failed[name] = first_line(err)
-            print(f"{name}: {round(time.perf_counter() - began, 1)} s"
-                  + (f", failed: {failed[name]}" if name in failed else ""),
-                  file=sys.stderr, flush=True)
-            (args.out / "dynamic.json").write_text(json.dumps(result, indent=2) + "\n")
-            (args.out / "dynamic.md").write_text(markdown(result))
-    print(markdown(result))
+        results, failed = each_model(
+            args.models, lambda name: bench_model(name, args.rounds, args.seconds, Path(tmp)),
+            written)
+    print(markdown({**top, "results": results, "failed": failed}))
     return 0
 
 

@@ -35,12 +35,13 @@ from typing import Any
 
 import numpy as np
 
+from bench._markdown import preamble, table_head, table_row
 from bench._models import NATIVES, Run, lowest_cosine, native_defaults, run_models
+from bench._report import RESULTS, first_line, geomean
 from bench._rounds import in_rounds, paired
-from bench.precision import cold_caches, first_line
+from bench.precision import cold_caches
 
 TARGETS = "openvino,onnxruntime,cpu"
-RESULTS = Path(__file__).parent / "results"
 SAMPLES = 16
 CHECKS = 4
 BUDGET = "cosine>=0.999"
@@ -176,7 +177,7 @@ def _bench_exported(name: str, path: str, rounds: int, seconds: float) -> dict[s
     import onnx
 
     import tessera
-    from tessera._private.accuracy import measure
+    from tessera.config._accuracy import measure
     from tessera.oracle import answers
 
     arch = ARCHITECTURES[name]
@@ -203,7 +204,7 @@ def _bench_exported(name: str, path: str, rounds: int, seconds: float) -> dict[s
             "compile_s": round(seconds_taken, 1),
             "plan": " + ".join(f"{p.target}[{len(p.nodes)}]"
                                for p in compiled.plan.partitions),
-            "kept": record.kept if record is not None else "fp32",
+            "kept": str(record.kept) if record is not None else "fp32",
             "variants": [] if record is None else [
                 {"target": v.target, "whole_ms": v.whole_ms, "budget_used": v.whole_used,
                  "note": v.note} for v in record.variants]}
@@ -243,9 +244,7 @@ def _cell(row: dict[str, Any], label: str) -> tuple[str, str, str, str]:
 
 def markdown(result: dict[str, Any]) -> str:
     rows = result["models"]
-    lines = ["# Real exports: Hugging Face architectures with dynamic axes", "",
-             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
-             f"Machine: {result['machine']}", "",
+    lines = [*preamble("Real exports: Hugging Face architectures with dynamic axes", result),
              "Random init from each architecture's config, exported by `torch.onnx.export` "
              "with dynamic axes (`batch`, and `sequence` for text). tessera compiles cold with `"
              + TARGETS + "` and the profile a user serving the model would give (text "
@@ -257,31 +256,29 @@ def markdown(result: dict[str, Any]) -> str:
              f"on {CHECKS} other generated inputs. Ratio = the faster native default over "
              "tessera, paired within rounds (higher is faster; the target is at least 0.98).",
              "",
-             "| model | kind | ORT defaults ms | OpenVINO defaults ms (computes in) | "
-             "tessera ms | ratio | kept | tessera + samples ms | ratio | kept | "
-             "cosine ORT / OpenVINO / tessera / + samples | cold compile s (- / samples) |",
-             "|---|---|---:|---:|---:|---:|---|---:|---:|---|---|---|"]
+             *table_head("model", "kind", "ORT defaults ms", "OpenVINO defaults ms (computes in)",
+                         "tessera ms", "ratio", "kept", "tessera + samples ms", "ratio", "kept",
+                         "cosine ORT / OpenVINO / tessera / + samples",
+                         "cold compile s (- / samples)", align="llrrrrlrrlll")]
     ratios: list[float] = []
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['family']} | {r['error']} |" + " |" * 9)
+            lines.append(table_row(r["model"], r["family"], r["error"], *[None] * 9))
             continue
         t, c = r["timings"], r["cosine"]
         plain, sampled = _cell(r, "tessera"), _cell(r, "tessera + samples")
         cosines = " / ".join(f"{c[k]:.5f}" if k in c else "-" for k in (
             "ONNX Runtime defaults", "OpenVINO defaults", "tessera", "tessera + samples"))
-        lines.append(
-            f"| {r['model']} | {r['family']} | {t['ONNX Runtime defaults']['median_ms']:.2f} | "
-            f"{t['OpenVINO defaults']['median_ms']:.2f} ({r['openvino_default_precision']}) | "
-            f"{plain[0]} | {plain[1]} | {plain[2]} | {sampled[0]} | {sampled[1]} | "
-            f"{sampled[2]} | {cosines} | {plain[3]} / {sampled[3]} |")
+        lines.append(table_row(
+            r["model"], r["family"], f"{t['ONNX Runtime defaults']['median_ms']:.2f}",
+            f"{t['OpenVINO defaults']['median_ms']:.2f} ({r['openvino_default_precision']})",
+            *plain[:3], *sampled[:3], cosines, f"{plain[3]} / {sampled[3]}"))
         ratios += [e["ratio"] for e in r["tessera"].values() if "ratio" in e]
     compiled = sum("error" not in e for r in rows if "error" not in r
                    for e in r["tessera"].values())
     tried = sum(2 if "error" not in r else 0 for r in rows)
-    geo = float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")
     lines += ["", f"{compiled} of {tried} compiles succeeded over {len(rows)} architectures. "
-              f"Geometric mean ratio {geo:.3f}, lowest {min(ratios, default=0):.3f} "
+              f"Geometric mean ratio {geomean(ratios):.3f}, lowest {min(ratios, default=0):.3f} "
               f"({sum(x >= 0.98 for x in ratios)} of {len(ratios)} tessera rows at 0.98 or "
               "more)."]
     for r in rows:

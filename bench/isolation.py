@@ -9,54 +9,67 @@ writes bench/results/isolation.{md,json}.
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from bench._child import ROOT, in_child
+from bench._markdown import table_head, table_row
+from bench._report import arguments, publish
 from bench._rounds import machine
 
 MODELS = ["mlp", "resnet-tiny", "bert-tiny"]
 TARGETS = "onnxruntime,openvino"
-_ROOT = Path(__file__).resolve().parents[1]
 
-_CHILD = """
-import json, os, sys, time
-from tessera import zoo
-from tessera.runtime._compiled import compile as compile_model
-began = time.perf_counter()
-compiled = compile_model(zoo.export(sys.argv[1], 1), sys.argv[2], partitioner="collage",
-                         isolate=sys.argv[3] == "on")
-stats = compiled.plan.stats
-print(json.dumps({"compile_s": time.perf_counter() - began,
-                  "measure_s": stats["measure_seconds"], "measurements": stats["measurements"]}))
-"""
+
+def compile_once(name: str, targets: str, isolate: bool) -> dict[str, Any]:
+    """One cold Collage compile in this process: its time, its measuring time and count."""
+    from tessera import zoo
+    from tessera.runtime._compiled import compile as compile_model
+
+    began = time.perf_counter()
+    compiled = compile_model(zoo.export(name, 1), targets, partitioner="collage",
+                             isolate=isolate)
+    measuring = compiled.plan.stats.measuring
+    assert measuring is not None, "a cold Collage compile measures"
+    return {"compile_s": time.perf_counter() - began, "measure_s": measuring.seconds,
+            "measurements": measuring.measurements}
 
 
 def one(name: str, isolate: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**__import__("os").environ, "TESSERA_COST_DB": f"{tmp}/costs.sqlite"}
-        done = subprocess.run([sys.executable, "-c", _CHILD, name, TARGETS, isolate],
-                              capture_output=True, text=True, check=True, env=env, cwd=_ROOT)
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+        env = {**os.environ, "TESSERA_COST_DB": f"{tmp}/costs.sqlite"}
+        return dict(in_child("isolation", "compile_once", name, TARGETS, isolate == "on",
+                             env=env, check=True))
+
+
+def markdown(rows: Sequence[dict[str, Any]], rounds: int) -> str:
+    lines = ["# Isolation overhead", "", f"{machine()}, {time.strftime('%Y-%m-%d')}. Cold "
+             f"Collage compiles on {TARGETS} (empty cost database), isolate off and on in "
+             f"alternation, median of {rounds} rounds.", "",
+             *table_head("model", "measurements", "measuring s (in process)",
+                         "measuring s (worker)", "worker / in process (lower is cheaper)",
+                         "overhead per measurement (lower is better)", "compile s off / on",
+                         align="lrrrrrr")]
+    lines += [table_row(r["model"], r["measurements"], r["measure_s_in_process"],
+                        r["measure_s_isolated"], f"{r['ratio']:.2f}",
+                        f"{r['overhead_ms_per_measurement']} ms",
+                        f"{r['compile_s']['off']} / {r['compile_s']['on']}") for r in rows]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="*", default=MODELS)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--out", default="bench/results/isolation")
-    args = parser.parse_args(argv)
+    args = arguments(__doc__, models=MODELS, any_models=True, rounds=2,
+                     out="bench/results/isolation").parse_args(argv)
     for name in args.models:  # export once, outside the timed children
         subprocess.run([sys.executable, "-m", "tessera.zoo", name], check=True,
-                       capture_output=True, cwd=_ROOT)
+                       capture_output=True, cwd=ROOT)
     rows = []
     for name in args.models:
         runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
@@ -72,23 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "compile_s": {k: round(statistics.median(r["compile_s"] for r in v), 2)
                                    for k, v in runs.items()}})
         print(json.dumps(rows[-1]), flush=True)
-    lines = ["# Isolation overhead", "", f"{machine()}, {time.strftime('%Y-%m-%d')}. Cold "
-             f"Collage compiles on {TARGETS} (empty cost database), isolate off and on in "
-             f"alternation, median of {args.rounds} rounds.", "",
-             "| model | measurements | measuring s (in process) | measuring s (worker) | "
-             "worker / in process (lower is cheaper) | overhead per measurement (lower is "
-             "better) | compile s off / on |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['model']} | {r['measurements']} | {r['measure_s_in_process']} | "
-              f"{r['measure_s_isolated']} | {r['ratio']:.2f} | "
-              f"{r['overhead_ms_per_measurement']} ms | {r['compile_s']['off']} / "
-              f"{r['compile_s']['on']} |" for r in rows]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"machine": machine(), "rows": rows},
-                                                   indent=2))
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    publish(args.out, {"machine": machine(), "rows": rows}, markdown(rows, args.rounds))
     return 0
 
 

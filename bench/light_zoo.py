@@ -26,16 +26,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from bench._markdown import preamble, table_head, table_row
 from bench._models import run_models
+from bench._report import RESULTS, geomean
 from bench._rounds import in_rounds
 from bench.precision import cold_caches
 
 MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
           "shufflenet", "squeezenet", "vgg19", "zfnet512"]
 TARGETS = "openvino,onnxruntime,cpu"
-RESULTS = Path(__file__).parent / "results"
 
 
 def light_path(name: str) -> Path:
@@ -100,7 +99,8 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
         "agrees_with_onnxruntime": with_ort.ok,
         "max_abs_error_vs_onnxruntime": with_ort.max_abs_error,
         "agrees_with_consensus": with_consensus.ok, "consensus": truth.judges,
-        "disagreements": [str(d) for d in plan.stats.disagreements or ()],
+        "disagreements": [str(d) for d in (plan.stats.guard.disagreements
+                                            if plan.stats.guard is not None else ())],
         "timings": {k: m.to_dict() for k, m in timed.items()},
         "faster_native": faster,
         "ratio": round(timed[faster].median_ms / timed["tessera"].median_ms, 3),
@@ -109,31 +109,29 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     rows = result["models"]
-    lines = ["# The light model zoo: trust and speed", "",
-             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
-             f"Machine: {result['machine']}", "",
+    lines = [*preamble("The light model zoo: trust and speed", result),
              f"Targets `{TARGETS}`, fp32 (`accuracy=\"exact\"`), compiled cold (empty "
              "caches), no samples. Agreement with "
              "ONNX Runtime at rtol 1e-3, atol 1e-4 on one random input. Each row timed in its "
              f"own block, {result['rounds']} round(s) of {result['seconds']} s; ratio = the "
              "faster of ONNX Runtime (defaults, fp32) and OpenVINO (f32) over tessera's plan "
              "(higher is faster; the target is at least 0.95).", "",
-             "| model | nodes | cold compile s | plan | nodes on reference | agrees with ORT "
-             "(max abs error) | ORT ms | OpenVINO f32 ms | tessera ms | ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             *table_head("model", "nodes", "cold compile s", "plan", "nodes on reference",
+                         "agrees with ORT (max abs error)", "ORT ms", "OpenVINO f32 ms",
+                         "tessera ms", "ratio")]
     for r in rows:
         t = r["timings"]
         plan = r["plan"] if len(r["plan"]) < 60 else f"{r['partitions']} partitions"
         ref = str(r["on_reference"]) + (f" ({r['reference_ops']})" if r["on_reference"] else "")
-        lines.append(f"| {r['model']} | {r['nodes']} | {r['compile_s']} | {plan} | {ref} | "
-                     f"{'yes' if r['agrees_with_onnxruntime'] else 'NO'} "
-                     f"({r['max_abs_error_vs_onnxruntime']:.2g}) | "
-                     f"{t['onnxruntime']['median_ms']:.2f} | "
-                     f"{t['openvino f32']['median_ms']:.2f} | {t['tessera']['median_ms']:.2f} | "
-                     f"{r['ratio']:.3f} |")
+        lines.append(table_row(
+            r["model"], r["nodes"], r["compile_s"], plan, ref,
+            f"{'yes' if r['agrees_with_onnxruntime'] else 'NO'} "
+            f"({r['max_abs_error_vs_onnxruntime']:.2g})", f"{t['onnxruntime']['median_ms']:.2f}",
+            f"{t['openvino f32']['median_ms']:.2f}", f"{t['tessera']['median_ms']:.2f}",
+            f"{r['ratio']:.3f}"))
     ratios = [r["ratio"] for r in rows]
-    geo = float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")
-    lines += ["", f"Geometric mean ratio: {geo:.3f}; lowest {min(ratios, default=0):.3f}. "
+    lines += ["", f"Geometric mean ratio: {geomean(ratios):.3f}; "
+              f"lowest {min(ratios, default=0):.3f}. "
               f"Models agreeing with ONNX Runtime: "
               f"{sum(r['agrees_with_onnxruntime'] for r in rows)} of {len(rows)}. Nodes on "
               f"the reference: {sum(r['on_reference'] for r in rows)}."]

@@ -13,10 +13,8 @@ width W with random weights as ONNX external data (bench/_transformer.py).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -26,16 +24,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench._rounds import machine
+from bench._child import ROOT, child_command
+from bench._markdown import preamble, table_head, table_row
+from bench._report import RESULTS, arguments, header, publish
 from bench._sampler import Sampler
 from bench._transformer import transformer_stack, weights_bytes
-from bench.precision import cold_caches, commit
+from bench.precision import cold_caches
 
 CONFIG = "openvino,onnxruntime,cpu"
 MODELS = ["gpt2-small", "transformer-24x2048"]
 FACTOR, EXTRA = 3, 1.5e9  # the limit: FACTOR x the weights + EXTRA bytes
 GB = 1e9
-OUT = Path(__file__).resolve().parent / "results"
 
 
 def limit(weights: int) -> float:
@@ -71,11 +70,10 @@ def sampled(path: Path, config: str, cache: Path, interval: float, stop_bytes: f
             ) -> dict[str, Any]:
     """`cold_compile` in a fresh interpreter, sampled from here until it ends; stopped (the
     process and what it started) once they hold more than `stop_bytes` together."""
-    code = ("import json; from bench.memory import cold_compile; "
-            f"print(json.dumps(cold_compile({str(path)!r}, {config!r}, {str(cache)!r})))")
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        child = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=err,
-                                 cwd=Path(__file__).resolve().parent.parent,
+        child = subprocess.Popen(child_command("memory", "cold_compile", str(path), config,
+                                               str(cache)),
+                                 stdout=out, stderr=err, cwd=ROOT,
                                  start_new_session=True)  # its own group, to stop it whole
         sampler = Sampler(child.pid, interval).start()
         stopped = False
@@ -104,15 +102,12 @@ def sampled(path: Path, config: str, cache: Path, interval: float, stop_bytes: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=MODELS)
+    parser = arguments(__doc__, models=MODELS, any_models=True, out=RESULTS)
     parser.add_argument("--config", default=CONFIG)
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between samples")
     parser.add_argument("--stop-gb", type=float, default=18.0,
                         help="stop a compile whose processes hold more than this together")
-    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    given = list(sys.argv[1:] if argv is None else argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="tessera-memory-") as tmp:
         for index, name in enumerate(args.models):
@@ -124,13 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(f"{name}: {row['peak']['total']['pss'] / GB:.2f} GB "
                   f"({row.get('seconds', row.get('error'))})", file=sys.stderr, flush=True)
-    result = {"command": shlex.join(["python", "-m", "bench.memory", *given]),
-              "commit": commit(), "machine": machine(), "config": args.config,
-              "interval_s": args.interval, "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "memory.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "memory.md").write_text(table(result))
-    print(table(result))
+    result = header("memory", argv, config=args.config, interval_s=args.interval, rows=rows)
+    publish(args.out / "memory", result, table(result))
     return 0
 
 
@@ -139,9 +129,7 @@ def _gb(value: float) -> str:
 
 
 def table(result: dict[str, Any]) -> str:
-    lines = ["# Memory: peak of a cold compile against the weights' size", "",
-             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
-             f"Machine: {result['machine']}", "",
+    lines = [*preamble("Memory: peak of a cold compile against the weights' size", result),
              f"Each model compiled cold (empty caches, a fresh process) on "
              f"`{result['config']}`, sampled every {result['interval_s']:g} s from another "
              "process. Compile: the compiling process; worker: the processes it started (the "
@@ -150,21 +138,20 @@ def table(result: dict[str, Any]) -> str:
              "highest sample of that column, so the columns need not add up. GB = 10^9 "
              f"bytes. Limit: {FACTOR} x weights + {EXTRA / GB:g} GB, on the PSS of both "
              "together.", "",
-             "| model | weights GB | limit GB | peak together GB, PSS (lower is better) "
-             "| within limit | compile PSS | worker PSS | together RSS | compile RSS "
-             "| worker RSS | cold compile s | plan |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             *table_head("model", "weights GB", "limit GB",
+                         "peak together GB, PSS (lower is better)", "within limit",
+                         "compile PSS", "worker PSS", "together RSS", "compile RSS",
+                         "worker RSS", "cold compile s", "plan")]
     for r in result["rows"]:
         peak = r["peak"]
         total = peak["total"]["pss"]
         outcome = r.get("error") or r.get("plan", "")
         met = "✓" if total <= r["limit_bytes"] and "error" not in r else "✗"
-        lines.append(
-            f"| {r['model']} | {_gb(r['weights_bytes'])} | {_gb(r['limit_bytes'])} "
-            f"| {_gb(total)} | {met} | {_gb(peak['main']['pss'])} "
-            f"| {_gb(peak['children']['pss'])} | {_gb(peak['total']['rss'])} "
-            f"| {_gb(peak['main']['rss'])} | {_gb(peak['children']['rss'])} "
-            f"| {r.get('seconds', '')} | {outcome} |")
+        lines.append(table_row(
+            r["model"], _gb(r["weights_bytes"]), _gb(r["limit_bytes"]), _gb(total), met,
+            _gb(peak["main"]["pss"]), _gb(peak["children"]["pss"]), _gb(peak["total"]["rss"]),
+            _gb(peak["main"]["rss"]), _gb(peak["children"]["rss"]), r.get("seconds", ""),
+            outcome))
     return "\n".join(lines) + "\n"
 
 

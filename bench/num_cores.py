@@ -17,28 +17,22 @@ bench/results/num-cores.{md,json} (`--out` for another directory).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from bench._rounds import machine
-from bench.precision import commit
+from bench._child import ROOT, in_child
+from bench._markdown import preamble, table_head, table_row
+from bench._report import RESULTS, arguments, header, publish
 from tessera import zoo
 
 MODELS = ["resnet50"]
 MIXED = ("openvino", "onnxruntime")
 ALONE = ["onnxruntime", "openvino", "torch", "iree", "tvm"]
-OUT = Path(__file__).resolve().parent / "results"
-_ROOT = Path(__file__).resolve().parent.parent
 
 
 def configs(backends: Sequence[str], cores: int) -> list[tuple[str, str]]:
@@ -110,15 +104,6 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             "rounds_wall_ms": [round(v, 3) for v in wall]}
 
 
-def spawn(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-m", "bench.num_cores", "--child", json.dumps(spec)],
-                          capture_output=True, text=True, cwd=_ROOT, env=env, check=False)
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        return {"error": " | ".join(tail)[:400]}
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
-
-
 # -- the parent ------------------------------------------------------------------------------
 def threads_cell(row: dict[str, Any]) -> str:
     seen: dict[str, str] = {}
@@ -130,69 +115,51 @@ def threads_cell(row: dict[str, Any]) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = [f"# Threads under `cpu -num-cores={result['cores']}`", "",
-             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
-             f"Machine: {result['machine']}", "",
+    lines = [*preamble(f"Threads under `cpu -num-cores={result['cores']}`", result),
              f"Each configuration in its own process: compiled, {result['warmup']} warm-up "
              f"calls, then {result['runs']} calls in each of {result['rounds']} rounds; CPU "
              "time is the process's (every thread), both per call, the median round. With "
              "`-num-cores=1` every backend has one thread: CPU time per run is about the wall "
              "time per run.", "",
-             "| model | config | plan | threads given (what the library says) | CPU ms/run "
-             "| wall ms/run | CPU / wall (cores kept busy: higher is more, 1.0 is one) |",
-             "|---|---|---|---|---|---|---|"]
+             *table_head("model", "config", "plan", "threads given (what the library says)",
+                         "CPU ms/run", "wall ms/run",
+                         "CPU / wall (cores kept busy: higher is more, 1.0 is one)")]
     for row in result["rows"]:
-        if "error" in row:
-            lines.append(f"| {row['model']} | `{row['label']}` | error: {row['error']} "
-                         "| | | | |")
-            continue
-        lines.append(f"| {row['model']} | `{row['label']}` | {row['plan']} | "
-                     f"{threads_cell(row)} | {row['cpu_ms_per_run']} | "
-                     f"{row['wall_ms_per_run']} | {row['cpu_over_wall']} |")
+        cells = ([f"error: {row['error']}", *[None] * 4] if "error" in row else
+                 [row["plan"], threads_cell(row), row["cpu_ms_per_run"],
+                  row["wall_ms_per_run"], row["cpu_over_wall"]])
+        lines.append(table_row(row["model"], f"`{row['label']}`", *cells))
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=MODELS)
+    parser = arguments(__doc__, models=MODELS, rounds=3, out=RESULTS)
     parser.add_argument("--backends", nargs="+", default=ALONE,
                         help="backends forced alone (those installed); the mixed config is "
                              "openvino,onnxruntime")
     parser.add_argument("--cores", type=int, default=1)
     parser.add_argument("--runs", type=int, default=50, help="timed calls per round")
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(json.loads(args.child))))
-        return 0
-    given = list(sys.argv[1:] if argv is None else argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="tessera-cores-") as tmp:
         # one cache for every child: each config is placed once, on this run's measurements
         env = {**os.environ, "TESSERA_CACHE": tmp, "PYTHONPATH": os.pathsep.join(
-            filter(None, (str(_ROOT), os.environ.get("PYTHONPATH"))))}
+            filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
         env.pop("TESSERA_COST_DB", None)
         for model in args.models:
             path = str(zoo.export(model))  # in the usual cache: exported once, not per child
             for label, config in configs(args.backends, args.cores):
                 spec = {"model": model, "path": path, "config": config, "runs": args.runs,
                         "rounds": args.rounds, "warmup": args.warmup}
-                found = spawn(spec, env)
+                found = in_child("num_cores", "child", spec, env=env)
                 rows.append({"model": model, "label": label, "config": config, **found})
                 shown = found.get("error") or (f"{found['cpu_ms_per_run']} ms CPU, "
                                                f"{found['wall_ms_per_run']} ms wall")
                 print(f"{model} {label}: {shown}", file=sys.stderr, flush=True)
-    result = {"command": shlex.join(["python", "-m", "bench.num_cores", *given]),
-              "commit": commit(), "machine": machine(), "cores": args.cores,
-              "runs": args.runs, "rounds": args.rounds, "warmup": args.warmup, "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "num-cores.json").write_text(json.dumps(result, indent=2) + "\n")
-    table = markdown(result)
-    (args.out / "num-cores.md").write_text(table)
-    print(table)
+    result = header("num_cores", argv, cores=args.cores, runs=args.runs, rounds=args.rounds,
+                    warmup=args.warmup, rows=rows)
+    publish(args.out / "num-cores", result, markdown(result))
     return 0
 
 

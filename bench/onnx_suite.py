@@ -11,7 +11,6 @@ Runtime alone passes (random ops aside), and every failure of tessera is a tesse
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import dataclasses
@@ -29,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench._markdown import table_head, table_row
+from bench._report import arguments, commit, write
 from bench.precision import cold_caches, environment
 
 TARGETS = "openvino,onnxruntime,cpu"
@@ -223,17 +224,16 @@ def markdown(comparison: Comparison, meta: dict[str, Any]) -> str:
         f"{meta['cpu']}. Its real models are the nine published networks of onnx's `light` "
         "folder, weights generated.",
         "",
-        "| category | cases | tessera pass | ONNX Runtime pass | tessera fail | "
-        "ONNX Runtime fail | skipped |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        *table_head("category", "cases", "tessera pass", "ONNX Runtime pass", "tessera fail",
+                    "ONNX Runtime fail", "skipped", align="lrrrrrr"),
     ]
     for category in CATEGORIES:
         t, o = t_counts[category], o_counts[category]
         total = sum(t.values())
         if not total:
             continue
-        lines.append(f"| {category} | {total} | {t['pass']} | {o['pass']} | "
-                     f"{t['fail'] + t['error']} | {o['fail'] + o['error']} | {t['skip']} |")
+        lines.append(table_row(category, total, t["pass"], o["pass"], t["fail"] + t["error"],
+                               o["fail"] + o["error"], t["skip"]))
     worse, better, untyped = comparison.worse(), comparison.better(), comparison.untyped()
     random_ = [t for t in comparison.tessera if is_random(t.case) and t.status != "pass"]
     lines += ["", f"- **ONNX Runtime alone passes, tessera does not: {len(worse)}.**"]
@@ -280,18 +280,15 @@ def write_section(path: Path, section: str) -> None:
 
 def _meta() -> dict[str, Any]:
     import platform
-    import subprocess
     from importlib.metadata import version
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=Path(__file__).parent).stdout.strip()
     cpu = platform.processor() or "this CPU"
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    return {"commit": commit, "cpu": f"an {cpu}, {os.cpu_count()} cores",
+    return {"commit": commit(), "cpu": f"an {cpu}, {os.cpu_count()} cores",
             **{p: version(p) for p in ("onnx", "onnxruntime", "openvino")}}
 
 
@@ -312,8 +309,7 @@ def compare(include: Sequence[str] = ()) -> tuple[Comparison, dict[str, float]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--include", nargs="*", default=[],
                         help="regular expressions over case names (without _cpu)")
     parser.add_argument("--no-write", action="store_true")
@@ -329,9 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=0))
     if not args.no_write and not args.include:
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "onnx-suite.md").write_text("# " + section.removeprefix("## "))
-        (RESULTS / "onnx-suite.json").write_text(json.dumps(results, indent=0))
+        write(RESULTS / "onnx-suite", results, "# " + section.removeprefix("## "), indent=0)
         write_section(COVERAGE, section)
     return 1 if comparison.worse() or comparison.untyped() else 0
 

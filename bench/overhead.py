@@ -19,25 +19,21 @@ bench/results/overhead.{md,json}.
 
 from __future__ import annotations
 
-import argparse
-import gc
-import json
 import statistics
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-from bench._rounds import Measured, in_rounds, machine, paired
-from bench.precision import commit
-from bench.threads import chained, part_feeds
-from tessera import backends, zoo
+from bench._markdown import preamble, table_head, table_row
+from bench._report import arguments, by_model, header, publish
+from bench._rounds import Measured, in_rounds, paired
+from bench.threads import against_native, chained, needs, part_feeds, settle
+from tessera import zoo
 from tessera.backends import Compiled
 from tessera.backends._threads import ThreadPolicy
 from tessera.ir import load_model
-from tessera.runtime._compiled import compile as compile_model
+from tessera.runtime._compiled import CompiledModel
 
 MODELS = ["mlp", "gpt2-block-tiny"]
 BACKENDS = ["onnxruntime", "openvino"]
@@ -64,26 +60,20 @@ def over_us(mine: Measured, base: Measured | list[Measured]) -> float:
 
 
 def bench_single(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
-    path = zoo.export(name, 1)
-    feeds = zoo.example_inputs(name, 1)
-    rows = []
-    for backend in BACKENDS:  # one backend's pools alive at a time
-        native = backends.get(backend).native_runner(path.read_bytes())
-        mine = compile_model(path, backend)
+    def measure(backend: str, feeds: dict[str, Any], native: Callable[..., Any],
+                mine: CompiledModel) -> dict[str, Any]:
         assert len(mine.plan.partitions) == 1
         mine.run(feeds)  # the first call is checked in full; the timed ones are not
         measured = in_rounds({"native defaults": partial(native, feeds),
                               "own call": own_call(mine.parts[0], feeds),
                               "tessera": partial(mine.run, feeds)},
                              rounds=rounds, seconds=seconds)
-        rows.append({"model": name, "backend": backend,
-                     **{k: v.to_dict() for k, v in measured.items()},
-                     "over_own_us": over_us(measured["tessera"], measured["own call"]),
-                     "speed_vs_native": paired(measured["native defaults"],
-                                               measured["tessera"])})
-        del native, mine
-        settle()
-    return rows
+        return {"model": name, "backend": backend,
+                **{k: v.to_dict() for k, v in measured.items()},
+                "over_own_us": over_us(measured["tessera"], measured["own call"]),
+                "speed_vs_native": paired(measured["native defaults"], measured["tessera"])}
+
+    return against_native(name, BACKENDS, measure)
 
 
 def bench_mixed(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
@@ -112,22 +102,15 @@ def bench_mixed(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
     return rows
 
 
-def settle(seconds: float = 1.0) -> None:
-    """Let the pools of what was just timed (and freed) stop spinning."""
-    gc.collect()
-    time.sleep(seconds)
-
-
 def _mark(ok: bool) -> str:
     return "✓" if ok else "✗"
 
 
 def markdown(result: Mapping[str, Any]) -> str:
-    out = ["# Per-call overhead: tessera's `run` on top of the backend's own call", "",
-           f"Command: `{result['command']}` at commit `{result['commit']}`", "",
-           f"Machine: {result['machine']}. Batch 1. Each configuration timed alone in blocks "
-           f"of {result['seconds']} s, {result['rounds']} rounds; times are the median of the "
-           "block medians, differences and ratios are paired within rounds.", "",
+    out = [*preamble("Per-call overhead: tessera's `run` on top of the backend's own call",
+                     result, f". Batch 1. Each configuration timed alone in blocks of "
+                     f"{result['seconds']} s, {result['rounds']} rounds; times are the median "
+                     "of the block medians, differences and ratios are paired within rounds."),
            "## One partition", "",
            "`own call`: the backend's own call on the same compiled object and inputs "
            "(ONNX Runtime `InferenceSession.run(None, feeds)`, OpenVINO "
@@ -135,53 +118,35 @@ def markdown(result: Mapping[str, Any]) -> str:
            "run natively with its own default settings (`tessera bench`'s native row). "
            f"Goals: at most {GOAL_US:g} us over the own call; on the MLP, "
            f"{GOAL_SPEED:g}x the native speed or better.", "",
-           "| model | backend | native defaults ms | own call ms | tessera ms "
-           "| tessera over own call, us (lower is better) "
-           "| speed vs native defaults (higher is faster) | goal |",
-           "|---|---|---|---|---|---|---|---|"]
+           *table_head("model", "backend", "native defaults ms", "own call ms", "tessera ms",
+                       "tessera over own call, us (lower is better)",
+                       "speed vs native defaults (higher is faster)", "goal")]
     for r in result["single"]:
         ok = r["over_own_us"] <= GOAL_US and (r["model"] != "mlp"
                                               or r["speed_vs_native"] >= GOAL_SPEED)
-        out.append(f"| {r['model']} | {r['backend']} | {r['native defaults']['median_ms']:.4f} "
-                   f"| {r['own call']['median_ms']:.4f} | {r['tessera']['median_ms']:.4f} "
-                   f"| {r['over_own_us']:.2f} | {r['speed_vs_native']:.2f}x | {_mark(ok)} |")
+        out.append(table_row(r["model"], r["backend"], f"{r['native defaults']['median_ms']:.4f}",
+                             f"{r['own call']['median_ms']:.4f}",
+                             f"{r['tessera']['median_ms']:.4f}", f"{r['over_own_us']:.2f}",
+                             f"{r['speed_vs_native']:.2f}x", _mark(ok)))
     out += ["", "## Mixed plan: the executor per partition", "",
             "The model cut into k partitions in a row, alternating the targets; `parts` is the "
             "sum of each partition's own backend call on the inputs it sees in the chain.", "",
-            "| model | k | targets | tessera ms | parts ms "
-            "| overhead us (lower is better) | per partition us (lower is better) |",
-            "|---|---|---|---|---|---|---|"]
-    for r in result["mixed"]:
-        out.append(f"| {r['model']} | {r['k']} | {r['targets']} "
-                   f"| {r['tessera']['median_ms']:.4f} | {r['parts_sum_ms']:.4f} "
-                   f"| {r['over_us']:.2f} | {r['per_partition_us']:.2f} |")
+            *table_head("model", "k", "targets", "tessera ms", "parts ms",
+                        "overhead us (lower is better)", "per partition us (lower is better)")]
+    out += [table_row(r["model"], r["k"], r["targets"], f"{r['tessera']['median_ms']:.4f}",
+                      f"{r['parts_sum_ms']:.4f}", f"{r['over_us']:.2f}",
+                      f"{r['per_partition_us']:.2f}") for r in result["mixed"]]
     return "\n".join(out) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=MODELS)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=0.5, help="per block")
-    parser.add_argument("--out", default="bench/results/overhead")
-    args = parser.parse_args(argv)
-    missing = [b for b in BACKENDS if not backends.get(b).is_available().ok]
-    if missing:
-        print(f"bench.overhead needs {', '.join(missing)}: pip install -e '.[all]'")
+    args = arguments(__doc__, models=MODELS, rounds=5, seconds=0.5,
+                     out="bench/results/overhead").parse_args(argv)
+    if not needs(BACKENDS, "overhead"):
         return 2
-    command = "python -m bench.overhead " + " ".join(argv if argv is not None else sys.argv[1:])
-    result: dict[str, Any] = {"command": command.strip(), "commit": commit(),
-                              "machine": machine(), "rounds": args.rounds,
-                              "seconds": args.seconds, "single": [], "mixed": []}
-    for name in args.models:
-        result["single"] += bench_single(name, args.rounds, args.seconds)
-        result["mixed"] += bench_mixed(name, args.rounds, args.seconds)
-        print(f"{name}: done", flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
-    out.with_suffix(".md").write_text(markdown(result))
-    print(markdown(result))
+    result = header("overhead", argv, rounds=args.rounds, seconds=args.seconds)
+    by_model(args, result, single=bench_single, mixed=bench_mixed)
+    publish(args.out, result, markdown(result))
     return 0
 
 

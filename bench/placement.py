@@ -9,18 +9,18 @@ same run. Writes a markdown table and a JSON file.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import tessera
+from bench._markdown import table_head, table_row
+from bench._report import arguments, publish
 from tessera import backends, zoo
+from tessera._private.timing import time_block
 from tessera.backends._inputs import random_inputs
 
 SMALL = ["mlp", "resnet-tiny", "mobilenetv2-tiny", "bert-tiny", "gpt2-block-tiny"]
@@ -28,17 +28,9 @@ FULL = ["resnet50", "mobilenetv2", "bert-base", "gpt2-small"]
 CANDIDATES = ["onnxruntime", "openvino", "torch"]
 
 
-def latency_ms(compiled: Any, feeds: dict[str, Any], seconds: float) -> dict[str, float]:
-    for _ in range(5):
-        compiled.run(feeds)
-    samples: list[float] = []
-    start = time.perf_counter()
-    while len(samples) < 10 or (time.perf_counter() - start < seconds and len(samples) < 2000):
-        began = time.perf_counter()
-        compiled.run(feeds)
-        samples.append((time.perf_counter() - began) * 1e3)
-    return {"median_ms": statistics.median(samples), "min_ms": min(samples),
-            "runs": len(samples)}
+def latency_ms(compiled: Any, feeds: dict[str, Any], seconds: float) -> dict[str, Any]:
+    timed = time_block(lambda: compiled.run(feeds), warmup=5, seconds=seconds)
+    return {"median_ms": timed.median_ms, "min_ms": timed.min_ms, "runs": timed.runs}
 
 
 def bench_model(name: str, targets: Sequence[str], seconds: float) -> dict[str, Any]:
@@ -60,10 +52,10 @@ def bench_model(name: str, targets: Sequence[str], seconds: float) -> dict[str, 
     best = min(singles, key=lambda k: singles[k])
     for row in rows.values():
         row["vs_best_single"] = row["median_ms"] / singles[best]
-    stats = plans["collage"].plan.stats
+    flat = plans["collage"].plan.stats.to_dict()  # the JSON form, for the report
     return {"model": name, "best_single": best, "plans": rows, "compile_seconds": search_s,
-            "search": {k: stats.get(k) for k in ("candidates", "measurements", "cache_hits",
-                                                 "measure_seconds", "search_seconds", "kept")}}
+            "search": {k: flat.get(k) for k in ("candidates", "measurements", "cache_hits",
+                                                "measure_seconds", "search_seconds", "kept")}}
 
 
 def markdown(results: list[dict[str, Any]], targets: Sequence[str]) -> str:
@@ -72,26 +64,22 @@ def markdown(results: list[dict[str, Any]], targets: Sequence[str]) -> str:
              f"{platform.processor() or platform.machine()}, {sys.platform}; median latency "
              "in ms (in brackets: x the best single backend's time in the same run, lower is "
              "faster). Batch 1, random weights.", "",
-             "| model | " + " | ".join(f"{label} ms (x best; lower is faster)"
-                                     for label in labels) + " | collage plan | search |",
-             "|---|" + "---:|" * len(labels) + "---|---|"]
+             *table_head("model", *(f"{label} ms (x best; lower is faster)" for label in labels),
+                         "collage plan", "search", align="l" + "r" * len(labels))]
     for r in results:
         cells = [f"{r['plans'][k]['median_ms']:.3f} ({r['plans'][k]['vs_best_single']:.2f}x)"
                  for k in labels]
         plan = " + ".join(f"{t}[{n}]" for t, n in r["plans"]["collage"]["plan"])
         s = r["search"]
         search = (f"{s['candidates']} cand., {s['measurements']} measured, kept {s['kept']}")
-        lines.append(f"| {r['model']} | " + " | ".join(cells) + f" | {plan} | {search} |")
+        lines.append(table_row(r["model"], *cells, plan, search))
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__, seconds=2.0, out="bench/results/placement")
     parser.add_argument("--full", action="store_true", help="the full-size models")
     parser.add_argument("--models", nargs="*")
-    parser.add_argument("--seconds", type=float, default=2.0, help="timing per plan")
-    parser.add_argument("--out", default="bench/results/placement")
     args = parser.parse_args(argv)
     targets = [t for t in CANDIDATES if backends.get(t).is_available().ok]
     models = args.models or (FULL if args.full else SMALL)
@@ -100,12 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.append(bench_model(name, targets, args.seconds))
         print(json.dumps({k: results[-1][k] for k in ("model", "best_single", "search")}),
               flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"targets": targets, "results": results},
-                                                   indent=2))
-    out.with_suffix(".md").write_text(markdown(results, targets))
-    print(markdown(results, targets))
+    publish(args.out, {"targets": targets, "results": results}, markdown(results, targets))
     return 0
 
 

@@ -5,7 +5,7 @@ Per model (batch 1), every row in the same run, on the same generated samples
 (`zoo.example_inputs(name, seed=s)`, s = 0..15): the even-indexed ones calibrate, the
 odd-indexed ones validate (the split `tessera.ir.Samples.split` makes). Every row's outputs on
 the validation samples are measured against the consensus oracle's fp32 answers for the whole
-model (`tessera.oracle.answers`) with `tessera._private.accuracy.measure`, against the budget
+model (`tessera.oracle.answers`) with `tessera.config._accuracy.measure`, against the budget
 `cosine>=0.999` (plus `top1>=0.99` for the classifiers). Rows:
 
 - `ORT fp32 defaults`: a plain onnxruntime.InferenceSession with default options (the baseline);
@@ -29,16 +29,10 @@ chosen as a best. Writes bench/results/precision.{md,json} (`--out` for another 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
-import json
-import math
 import os
-import shlex
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,9 +45,12 @@ from typing import Any
 import numpy as np
 import onnx
 
-from bench._rounds import Measured, in_rounds, machine, paired
+from bench._markdown import preamble, table_head, table_row
+from bench._report import RESULTS, arguments, each_model, first_line, header, write
+from bench._report import geomean as geometric_mean
+from bench._rounds import Measured, in_rounds, paired
 from tessera import zoo
-from tessera._private.accuracy import AccuracyBudget, AccuracyReport, measure
+from tessera.config._accuracy import AccuracyBudget, AccuracyReport, measure
 
 MODELS = ["resnet50", "mobilenetv2", "efficientnet-b0", "bert-base", "vit-b16", "gpt2-small"]
 CLASSIFIERS = {"resnet50", "mobilenetv2", "efficientnet-b0", "vit-b16", "resnet-tiny",
@@ -64,8 +61,6 @@ SAMPLES = 16
 CONCURRENCY = 2
 PER_CALLER = 4  # runs each concurrent caller makes per timed call of a throughput block
 # (a timed call is already 8 inferences: fewer calls than a latency block's 10 suffice)
-OUT = Path(__file__).parent / "results"
-_ROOT = Path(__file__).resolve().parents[1]
 
 BASE = "ORT fp32 defaults"
 OV = "OpenVINO defaults"
@@ -98,11 +93,6 @@ def budget_for(name: str) -> AccuracyBudget:
                                                    else ""))
 
 
-def first_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {lines[0] if lines else ''}"[:300]
-
-
 # -- the configurations ---------------------------------------------------------------------------
 def ort_row(label: str, model: str | bytes, outputs: list[str]) -> Row:
     import onnxruntime as ort
@@ -133,20 +123,19 @@ def openvino_row(label: str, model: str | bytes, outputs: list[str]) -> Row:
 @contextlib.contextmanager
 def environment(**values: str | None) -> Iterator[None]:
     """These environment variables set (None: unset) for the block, then as they were."""
+    def put(settings: Mapping[str, str | None]) -> None:
+        for key, value in settings.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
     saved = {k: os.environ.get(k) for k in values}
     try:
-        for key, value in values.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        put(values)
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        put(saved)
 
 
 def cold_caches(root: Path) -> contextlib.AbstractContextManager[None]:
@@ -359,7 +348,7 @@ def summarise(name: str, budget: AccuracyBudget, rows: Mapping[str, Row],
 
 # -- report ---------------------------------------------------------------------------------------
 def geomean(values: Sequence[float]) -> float | None:
-    return round(math.exp(statistics.fmean(math.log(v) for v in values)), 4) if values else None
+    return round(geometric_mean(values), 4) if values else None
 
 
 def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -410,15 +399,12 @@ def _notes(label: str, entry: dict[str, Any]) -> str:
 def _line(label: str, entry: dict[str, Any], notes: str) -> str:
     ms = f"{entry['ms']['median_ms']:.3f}" if "ms" in entry else "–"
     cosine, top1, met = _accuracy_cells(entry)
-    return (f"| {label} | {ms} | {_x(entry.get('speedup_vs_ort'))} | {cosine} | {top1} "
-            f"| {met} | {notes} |")
+    return table_row(label, ms, _x(entry.get("speedup_vs_ort")), cosine, top1, met, notes)
 
 
 def markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
-    lines = ["# Precision and objective: int8 under an accuracy budget", "",
-             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
-             f"Machine: {result['machine']}", "",
+    lines = [*preamble("Precision and objective: int8 under an accuracy budget", result),
              f"Batch 1. {SAMPLES} generated samples per model (`zoo.example_inputs(name, "
              f"seed=s)`, s = 0..{SAMPLES - 1}): the even-indexed calibrate, the odd-indexed "
              "validate. Accuracy of every row: its outputs on the validation samples against "
@@ -445,8 +431,8 @@ def markdown(result: dict[str, Any]) -> str:
                   f"{r['best_native'] or 'none'} ({_x(r['best_native_speedup_vs_ort'])}); "
                   f"best hand int8: {r['best_hand_int8'] or 'none meets the budget'}"
                   f" ({_x(r['best_hand_int8_speedup_vs_ort'])}).", "",
-                  "| row | median ms | speed-up vs ORT fp32 (higher is faster) | min cosine "
-                  "| top1 | budget | notes |", "|---|---|---|---|---|---|---|"]
+                  *table_head("row", "median ms", "speed-up vs ORT fp32 (higher is faster)",
+                        "min cosine", "top1", "budget", "notes")]
         for label, entry in r["rows"].items():
             lines.append(_line(label, entry, _notes(label, entry)))
             best = {OV: ("best native", r["best_native"]),
@@ -454,61 +440,39 @@ def markdown(result: dict[str, Any]) -> str:
             if best:  # the chosen row again, under its role
                 role, chosen = best
                 lines.append(_line(f"**{role}**", r["rows"][chosen], f"= {chosen}")
-                             if chosen else f"| **{role}** | – | – | – | – | – | none meets "
-                             "the budget |")
+                             if chosen else table_row(f"**{role}**", *["–"] * 5,
+                                                "none meets the budget"))
         if r["throughput"]:
             lines += ["", f"With {CONCURRENCY} concurrent callers:", "",
-                      "| row | inferences/s | vs ORT fp32 (higher is faster) | vs tessera "
-                      "latency plan (higher is faster) |", "|---|---|---|---|"]
-            for label, t in r["throughput"].items():
-                lines.append(f"| {label} | {t['per_second']:.1f} | {_x(t['vs_ort'])} "
-                             f"| {_x(t.get('vs_latency_plan'))} |")
+                      *table_head("row", "inferences/s", "vs ORT fp32 (higher is faster)",
+                            "vs tessera latency plan (higher is faster)")]
+            lines += [table_row(label, f"{t['per_second']:.1f}", _x(t["vs_ort"]),
+                          _x(t.get("vs_latency_plan")))
+                      for label, t in r["throughput"].items()]
         lines.append("")
     return "\n".join(lines)
 
 
-def commit() -> str:
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=_ROOT,
-                              check=False)
-        return done.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+uncommitted" if git("status", "--porcelain", "--untracked-files=no")
-                   else "")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=MODELS)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=0.5, help="per block")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    given = list(sys.argv[1:] if argv is None else argv)
-    header = {"command": shlex.join(["python", "-m", "bench.precision", *given]),
-              "commit": commit(), "machine": machine(), "rounds": args.rounds,
-              "seconds": args.seconds, "config": CONFIG, "concurrency": CONCURRENCY,
-              "runs_per_caller": PER_CALLER}
-    args.out.mkdir(parents=True, exist_ok=True)
-    results: list[dict[str, Any]] = []
-    failed: dict[str, str] = {}  # a model that could not be benchmarked at all, and why
+    args = arguments(__doc__, models=MODELS, rounds=3, seconds=0.5, out=RESULTS).parse_args(argv)
+    top = header("precision", argv, rounds=args.rounds, seconds=args.seconds, config=CONFIG,
+                 concurrency=CONCURRENCY, runs_per_caller=PER_CALLER)
+
+    def result(results: list[dict[str, Any]], failed: dict[str, str]) -> dict[str, Any]:
+        return {**top, "results": results, "failed": failed, "summary": summary(results)}
+
+    def written(results: list[dict[str, Any]], failed: dict[str, str]) -> None:
+        done = result(results, failed)
+        write(args.out / "precision", done, markdown(done))
+
     with tempfile.TemporaryDirectory(prefix="tessera-precision-") as tmp:
-        for name in args.models:
+        def bench(name: str) -> dict[str, Any]:
             began = time.perf_counter()
-            try:
-                results.append(bench_model(name, args.rounds, args.seconds, Path(tmp)))
-                results[-1]["wall_seconds"] = round(time.perf_counter() - began, 1)
-            except Exception as err:
-                failed[name] = first_line(err)
-            print(f"{name}: {round(time.perf_counter() - began, 1)} s"
-                  + (f", failed: {failed[name]}" if name in failed else ""),
-                  file=sys.stderr, flush=True)
-            result = {**header, "results": results, "failed": failed,
-                      "summary": summary(results)}
-            (args.out / "precision.json").write_text(json.dumps(result, indent=2) + "\n")
-            (args.out / "precision.md").write_text(markdown(result))  # partial, model by model
-    print(markdown(result))
+            measured = bench_model(name, args.rounds, args.seconds, Path(tmp))
+            return {**measured, "wall_seconds": round(time.perf_counter() - began, 1)}
+
+        # a model that could not be benchmarked at all is in `failed`, with why
+        print(markdown(result(*each_model(args.models, bench, written))))
     return 0
 
 

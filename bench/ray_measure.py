@@ -14,32 +14,30 @@ cores. Writes bench/results/ray_measure.{md,json} (`--out` for another directory
 
 from __future__ import annotations
 
-import argparse
-import json
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench._rounds import machine
-from bench.precision import cold_caches, commit
+from bench._child import in_child
+from bench._markdown import median_and_rounds, preamble, table_head, table_row
+from bench._report import RESULTS, arguments, header, publish
+from bench.precision import cold_caches
 
-OUT = Path(__file__).resolve().parent / "results"
 LABEL = "tessera.machine=bench"
 LOCAL = "local worker"
 
 
-def search(model: str, targets: str, nodes: int, cache: Path) -> dict[str, Any]:
+def search(model: str, targets: str, nodes: int, cache: Path | str) -> dict[str, Any]:
     """One cold search in this process: on the local worker (`nodes` 0) or on that many
     local Ray nodes."""
+    cache = Path(cache)
     from tessera import zoo
     from tessera.config import CompilationConfig
     from tessera.ir import load_model
-    from tessera.placement import CostDB, place
+    from tessera.placement import CostDB, Tools, place
 
     path = str(zoo.export(model))
     with cold_caches(cache):
@@ -60,28 +58,20 @@ def search(model: str, targets: str, nodes: int, cache: Path) -> dict[str, Any]:
         config = CompilationConfig.create(targets, **options)
         try:
             began = time.perf_counter()
-            plan = place(loaded, config, db=CostDB(cache / "costs.sqlite")).plan
+            plan = place(loaded, config, tools=Tools(db=CostDB(cache / "costs.sqlite"))).plan
             seconds = time.perf_counter() - began
         finally:
             if cluster is not None:
-                from tessera.placement._ray import disconnect
+                from tessera.placement.measure._ray import disconnect
 
                 disconnect()
                 cluster.shutdown()
-    stats = plan.stats
+    measuring = plan.stats.measuring
     return {"nodes": nodes, "seconds": round(seconds, 2),
-            "cluster_seconds": round(started, 2), "measurements": stats.measurements or 0,
-            "measure_seconds": stats.measure_seconds or 0.0,
+            "cluster_seconds": round(started, 2),
+            "measurements": measuring.measurements if measuring is not None else 0,
+            "measure_seconds": measuring.seconds if measuring is not None else 0.0,
             "plan": plan.summary().splitlines()[0]}
-
-
-def _in_child(model: str, targets: str, nodes: int, cache: Path) -> dict[str, Any]:
-    code = ("import json; from pathlib import Path; from bench.ray_measure import search; "
-            f"print(json.dumps(search({model!r}, {targets!r}, {nodes!r}, "
-            f"Path({str(cache)!r}))))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, cwd=Path(__file__).resolve().parent.parent)
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def summarise(runs: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -113,48 +103,41 @@ def summarise(runs: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = arguments(__doc__, rounds=1, out=RESULTS)
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--targets", default="openvino,onnxruntime")
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    given = list(sys.argv[1:] if argv is None else argv)
     runs: dict[int, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="tessera-ray-bench-") as tmp:
         for round_ in range(args.rounds):
             for nodes in [0, *args.nodes]:  # alternating setups, round by round
                 cache = Path(tmp, f"{nodes}-{round_}")
-                run = _in_child(args.model, args.targets, nodes, cache)
+                run = in_child("ray_measure", "search", args.model, args.targets, nodes,
+                               str(cache), check=True)
                 runs.setdefault(nodes, []).append(run)
                 print(f"round {round_ + 1}, {nodes or 'local'}: {run['seconds']} s, "
                       f"{run['measurements']} measurements", file=sys.stderr, flush=True)
-    result = {"command": shlex.join(["python", "-m", "bench.ray_measure", *given]),
-              "commit": commit(), "machine": machine(), "model": args.model,
-              "targets": args.targets, "rounds": args.rounds, "rows": summarise(runs)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ray_measure.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "ray_measure.md").write_text(table(result))
-    print(table(result))
+    result = header("ray_measure", argv, model=args.model, targets=args.targets,
+                    rounds=args.rounds, rows=summarise(runs))
+    publish(args.out / "ray_measure", result, table(result))
     return 0
 
 
 def table(result: dict[str, Any]) -> str:
-    lines = [f"# Cold search of {result['model']} measured through Ray", "",
-             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
-             f"Machine: {result['machine']}. Every Ray node here is a process of this one "
-             "machine, sharing its cores: more nodes cannot measure faster on it; the "
-             "speed-up of N nodes needs N machines.", "",
+    lines = [*preamble(f"Cold search of {result['model']} measured through Ray", result,
+                       ". Every Ray node here is a process of this one machine, sharing its "
+                       "cores: more nodes cannot measure faster on it; the speed-up of N nodes "
+                       "needs N machines."),
              f"Targets `{result['targets']}`; the placement search alone, cold (empty cost "
              f"database), each setup in a fresh process, {result['rounds']} round(s), the "
              "median. Ray overhead (one node): the extra measuring wall time per "
              "measurement against the local worker, and that as a share of the local "
              "worker's time per measurement (target: at most 10%).", "",
-             "| setup | search s (median; rounds) | measurements | measurements/s | "
-             "measuring s | Ray overhead per measurement (lower is better) | cluster start "
-             "s | plan |",
-             "|---|---|---|---|---|---|---|---|"]
+             *table_head("setup", "search s (median; rounds)", "measurements",
+                         "measurements/s", "measuring s",
+                         "Ray overhead per measurement (lower is better)", "cluster start s",
+                         "plan")]
     for r in result["rows"]:
         if "overhead_ms" in r:
             share = r.get("overhead_share")
@@ -163,10 +146,9 @@ def table(result: dict[str, Any]) -> str:
         else:
             overhead = "-"
         started = f"{r['cluster_seconds']}" if r["nodes"] else "-"
-        lines.append(f"| {r['setup']} | {r['median_seconds']}; "
-                     f"{', '.join(map(str, r['seconds']))} | {r['measurements']} | "
-                     f"{r['per_second']} | {r['measure_seconds']} | {overhead} | {started} | "
-                     f"{r['plan']} |")
+        lines.append(table_row(r["setup"], median_and_rounds(r["median_seconds"], r["seconds"]),
+                               r["measurements"], r["per_second"], r["measure_seconds"],
+                               overhead, started, r["plan"]))
     return "\n".join(lines) + "\n"
 
 

@@ -13,28 +13,23 @@ generated stack of N/4 residual conv blocks (bench/_generated.py).
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import shlex
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench._child import in_child
 from bench._generated import conv_stack, light_model
-from bench._rounds import machine
-from bench.precision import cold_caches, commit
+from bench._markdown import preamble, table_head, table_row
+from bench._report import RESULTS, arguments, header, publish
+from bench.precision import cold_caches
 
 CONFIG = "openvino,onnxruntime,cpu"
 MODELS = ["light_inception_v2", "light_resnet50", "light_shufflenet", "bert-base",
           "gpt2-small", "conv-stack-2000"]
 ALL_TARGETS = ["resnet50", "light_resnet50"]
 LIMIT_S = 120.0
-OUT = Path(__file__).resolve().parent / "results"
 
 
 def model_path(name: str, directory: Path) -> Path:
@@ -68,49 +63,26 @@ def cold_compile(path: str, config: str, cache: str) -> dict[str, Any]:
         began = time.perf_counter()
         compiled = compile_model(path, config)
         seconds = time.perf_counter() - began
-    stats = compiled.plan.stats
+    measuring, cover = compiled.plan.stats.measuring, compiled.plan.stats.cover
     return {"seconds": round(seconds, 1),
             "file_nodes": len(onnx.load(path, load_external_data=False).graph.node),
             "nodes": len(compiled.model.dataflow.names),
             "partitions": len(compiled.plan.partitions),
-            "candidates": stats.candidates, "measurements": stats.measurements,
-            "measure_seconds": stats.measure_seconds, "search_seconds": stats.search_seconds,
+            "candidates": measuring.candidates if measuring is not None else None,
+            "measurements": measuring.measurements if measuring is not None else None,
+            "measure_seconds": measuring.seconds if measuring is not None else None,
+            "search_seconds": cover.seconds if cover is not None else None,
             "plan": compiled.plan.summary().splitlines()[0],
             "targets": [str(p.target) for p in compiled.plan.partitions]}
 
 
-def _in_child(path: Path, config: str, cache: Path, stop_after: float | None = None
-              ) -> dict[str, Any]:
-    """`cold_compile` in a fresh interpreter: nothing a compile before it left in memory;
-    stopped after `stop_after` seconds, when given (a row saying it ran over)."""
-    code = ("import json; from bench.scaling import cold_compile; "
-            f"print(json.dumps(cold_compile({str(path)!r}, {config!r}, {str(cache)!r})))")
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True,
-                             cwd=Path(__file__).resolve().parent.parent)
-    try:
-        stdout, stderr = child.communicate(timeout=stop_after)
-    except subprocess.TimeoutExpired:  # the compile and its measuring worker
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
-        return {"error": f"stopped after {stop_after:g} s", "over_s": stop_after}
-    done = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        return {"error": lines[-1] if lines else f"exit status {done.returncode}"}
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=MODELS)
+    parser = arguments(__doc__, models=MODELS, any_models=True, out=RESULTS)
     parser.add_argument("--all-targets", nargs="*", default=ALL_TARGETS,
                         help="models also compiled with every available backend")
     parser.add_argument("--stop-after", type=float, default=None,
                         help="stop a compile after this many seconds (a row saying so)")
-    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    given = list(sys.argv[1:] if argv is None else argv)
     everything = all_targets()
     rows = []
     with tempfile.TemporaryDirectory(prefix="tessera-scaling-") as tmp:
@@ -121,49 +93,40 @@ def main(argv: list[str] | None = None) -> int:
             jobs.append((name, everything))
         for index, (name, config) in enumerate(jobs):
             path = model_path(name, Path(tmp))
+            # in a fresh interpreter: nothing a compile before it left in memory
             row = {"model": name, "config": config,
-                   **_in_child(path, config, Path(tmp, f"cache-{index}"), args.stop_after)}
+                   **in_child("scaling", "cold_compile", str(path), config,
+                              str(Path(tmp, f"cache-{index}")), stop_after=args.stop_after)}
             rows.append(row)
             print(f"{name} [{config}]: {row.get('seconds', row.get('error'))}",
                   file=sys.stderr, flush=True)
-    result = {"command": shlex.join(["python", "-m", "bench.scaling", *given]),
-              "commit": commit(), "machine": machine(), "limit_s": LIMIT_S,
-              "all_targets": everything, "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "scaling.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "scaling.md").write_text(table(result))
-    print(table(result))
+    result = header("scaling", argv, limit_s=LIMIT_S, all_targets=everything, rows=rows)
+    publish(args.out / "scaling", result, table(result))
     return 0
 
 
 def table(result: dict[str, Any]) -> str:
     rows = result["rows"]
-    lines = ["# Scaling: cold compile time against the model's size", "",
-             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
-             f"Machine: {result['machine']}", "",
+    lines = [*preamble("Scaling: cold compile time against the model's size", result),
              "Each compile cold (empty caches, a fresh process). Nodes: in the file, and "
              "after loading (constant folding). `all` is every available backend: "
              f"`{result['all_targets']}`.", "",
-             "| model | nodes (file / loaded) | targets | cold compile s (lower is faster) "
-             f"| within {result['limit_s']:g} s | ms per loaded node (lower is faster) "
-             "| candidates | measured | measuring s | search s | plan |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             *table_head("model", "nodes (file / loaded)", "targets",
+                         "cold compile s (lower is faster)", f"within {result['limit_s']:g} s",
+                         "ms per loaded node (lower is faster)", "candidates", "measured",
+                         "measuring s", "search s", "plan")]
     for r in rows:
         targets = "all" if r["config"] == result["all_targets"] else r["config"]
-        if "over_s" in r:
-            lines.append(f"| {r['model']} | | {targets} | over {r['over_s']:g} (stopped) | ✗ "
-                         "| | | | | | |")
-            continue
         if "error" in r:
-            lines.append(f"| {r['model']} | | {targets} | failed: {r['error']} | ✗ "
-                         "| | | | | | |")
+            outcome = (f"over {r['over_s']:g} (stopped)" if "over_s" in r
+                       else f"failed: {r['error']}")
+            lines.append(table_row(r["model"], None, targets, outcome, "✗", *[None] * 6))
             continue
-        per_node = 1000 * r["seconds"] / max(1, r["nodes"])
-        lines.append(
-            f"| {r['model']} | {r['file_nodes']} / {r['nodes']} | {targets} | {r['seconds']} "
-            f"| {'✓' if r['seconds'] <= result['limit_s'] else '✗'} | {per_node:.0f} "
-            f"| {r['candidates']} | {r['measurements']} | {r['measure_seconds']} "
-            f"| {r['search_seconds']} | {r['plan']} |")
+        lines.append(table_row(
+            r["model"], f"{r['file_nodes']} / {r['nodes']}", targets, r["seconds"],
+            "✓" if r["seconds"] <= result["limit_s"] else "✗",
+            f"{1000 * r['seconds'] / max(1, r['nodes']):.0f}", r["candidates"],
+            r["measurements"], r["measure_seconds"], r["search_seconds"], r["plan"]))
     ratios = []
     for r in rows:
         if r["config"] != result["all_targets"] or "error" in r:

@@ -10,24 +10,22 @@ directory).
 
 from __future__ import annotations
 
-import argparse
-import json
-import shlex
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench._rounds import in_rounds, machine, paired
-from bench.precision import cold_caches, commit
+from bench._child import in_child
+from bench._markdown import preamble, table_head, table_row
+from bench._report import RESULTS, arguments, header, publish
+from bench._rounds import in_rounds, paired
+from bench.precision import cold_caches
 
 CONFIG = "openvino,onnxruntime,cpu"
 MODELS = ["resnet50", "mobilenetv2", "efficientnet-b0", "bert-base", "gpt2-small", "vit-b16",
           "convnext", "unet", "hybrid"]
 SEARCHES = ("auto", "everywhere")
-OUT = Path(__file__).resolve().parent / "results"
 
 
 def cold_compile(name: str, search: str, cache: str, artifact: str) -> dict[str, Any]:
@@ -40,19 +38,11 @@ def cold_compile(name: str, search: str, cache: str, artifact: str) -> dict[str,
         compiled = compile_model(str(zoo.export(name)), CONFIG, fine_search=search)
         seconds = time.perf_counter() - began
         compiled.save(artifact)
-    coarse = compiled.plan.stats.coarse
+    coarse, measuring = compiled.plan.stats.coarse, compiled.plan.stats.measuring
     return {"seconds": round(seconds, 1), "nodes": len(compiled.model.dataflow.names),
             "plan": [[str(p.target), len(p.nodes)] for p in compiled.plan.partitions],
-            "measurements": compiled.plan.stats.measurements,
+            "measurements": measuring.measurements if measuring is not None else None,
             "coarse": str(coarse) if coarse is not None else None}
-
-
-def _in_child(name: str, search: str, cache: Path, artifact: Path) -> dict[str, Any]:
-    code = ("import json; from bench.search_plans import cold_compile; print(json.dumps("
-            f"cold_compile({name!r}, {search!r}, {str(cache)!r}, {str(artifact)!r})))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, cwd=Path(__file__).resolve().parent.parent)
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def _timed(name: str, artifacts: dict[str, Path], rounds: int) -> dict[str, Any]:
@@ -72,32 +62,24 @@ def _timed(name: str, artifacts: dict[str, Path], rounds: int) -> dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=MODELS)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    given = list(sys.argv[1:] if argv is None else argv)
+    args = arguments(__doc__, models=MODELS, rounds=5, out=RESULTS).parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="tessera-plans-") as tmp:
         for name in args.models:
             artifacts = {s: Path(tmp, f"{name}-{s}.tess") for s in SEARCHES}
             row: dict[str, Any] = {"model": name}
             for search in SEARCHES:
-                row[search] = _in_child(name, search, Path(tmp, f"cache-{name}-{search}"),
-                                        artifacts[search])
+                row[search] = in_child("search_plans", "cold_compile", name, search,
+                                       str(Path(tmp, f"cache-{name}-{search}")),
+                                       str(artifacts[search]), check=True)
             row["same"] = row["auto"]["plan"] == row["everywhere"]["plan"]
             if not row["same"]:
                 row["timed"] = _timed(name, artifacts, args.rounds)
             rows.append(row)
             print(f"{name}: {row['auto']['seconds']} s / {row['everywhere']['seconds']} s, "
                   f"same plan: {row['same']}", file=sys.stderr, flush=True)
-    result = {"command": shlex.join(["python", "-m", "bench.search_plans", *given]),
-              "commit": commit(), "machine": machine(), "config": CONFIG, "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "search-plans.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "search-plans.md").write_text(table(result))
-    print(table(result))
+    result = header("search_plans", argv, config=CONFIG, rows=rows)
+    publish(args.out / "search-plans", result, table(result))
     return 0
 
 
@@ -106,16 +88,15 @@ def _plan(parts: list[list[Any]]) -> str:
 
 
 def table(result: dict[str, Any]) -> str:
-    lines = ["# The regions-first search against the exact search", "",
-             f"Command: `{result['command']}` at commit `{result['commit']}`", "",
-             f"Machine: {result['machine']}", "",
+    lines = [*preamble("The regions-first search against the exact search", result),
              f"Config `{result['config']}`, batch 1, each compile cold (empty caches, a "
              "fresh process). `auto`: regions first, node by node only where a mix could "
              "win; `everywhere`: every candidate measured and searched exactly. Where the "
              "plans differ, both are timed end to end in rounds in one process.", "",
-             "| model | nodes | cold s, auto | cold s, everywhere | auto / everywhere time "
-             "(lower is cheaper) | measured, auto / everywhere | plan, auto | plan, "
-             "everywhere | end to end |", "|---|---|---|---|---|---|---|---|---|"]
+             *table_head("model", "nodes", "cold s, auto", "cold s, everywhere",
+                         "auto / everywhere time (lower is cheaper)",
+                         "measured, auto / everywhere", "plan, auto", "plan, everywhere",
+                         "end to end")]
     for r in result["rows"]:
         auto, every = r["auto"], r["everywhere"]
         if r["same"]:
@@ -124,10 +105,10 @@ def table(result: dict[str, Any]) -> str:
             ms = r["timed"]["ms"]
             timed = (f"{ms['auto']:.3f} vs {ms['everywhere']:.3f} ms: auto "
                      f"{r['timed']['speed']:.2f}x the speed (higher is faster)")
-        lines.append(f"| {r['model']} | {auto['nodes']} | {auto['seconds']} | "
-                     f"{every['seconds']} | {auto['seconds'] / every['seconds']:.2f} | "
-                     f"{auto['measurements']} / {every['measurements']} | "
-                     f"{_plan(auto['plan'])} | {_plan(every['plan'])} | {timed} |")
+        lines.append(table_row(r["model"], auto["nodes"], auto["seconds"], every["seconds"],
+                               f"{auto['seconds'] / every['seconds']:.2f}",
+                               f"{auto['measurements']} / {every['measurements']}",
+                               _plan(auto["plan"]), _plan(every["plan"]), timed))
     same = sum(1 for r in result["rows"] if r["same"])
     lines += ["", f"Same plan on {same} of {len(result['rows'])} model(s)."]
     return "\n".join(lines) + "\n"

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench._child import in_child
+from bench._markdown import table_head, table_row
+from bench._report import arguments, geomean, write
 from bench._rounds import machine, paired_blocks
 
 MODELS = ["resnet50", "mobilenetv2", "efficientnet-b0", "bert-base", "gpt2-small", "vit-b16",
@@ -39,7 +40,6 @@ MODELS = ["resnet50", "mobilenetv2", "efficientnet-b0", "bert-base", "gpt2-small
 SMOKE_MODELS = ["mlp"]
 BACKENDS = ["onnxruntime", "openvino", "torch"]  # iree and tvm with --backends
 OUT = "docs/benchmarks/suite"
-_ROOT = Path(__file__).resolve().parents[1]
 
 
 # -- children: each configuration alone in a process --------------------------------------------
@@ -48,7 +48,7 @@ def _child_search(spec: dict[str, Any]) -> dict[str, Any]:
     Peak memory is the compiling process's and, apart, its measuring worker's high-water
     mark (VmHWM: getrusage's ru_maxrss would carry over the parent's at fork)."""
     os.environ["TESSERA_COST_DB"] = spec["db"]
-    from tessera.placement._isolated import shared_worker
+    from tessera.placement.measure._worker import shared_worker
     from tessera.runtime._compiled import compile as compile_model
 
     began = time.perf_counter()
@@ -57,11 +57,11 @@ def _child_search(spec: dict[str, Any]) -> dict[str, Any]:
     worker = shared_worker()._process
     worker_mb = _peak_rss_mb(worker.pid) if worker is not None else None
     compiled.save(spec["artifact"])
-    stats = compiled.plan.stats
-    return {"seconds": round(seconds, 2), "measurements": stats.get("measurements"),
-            "candidates": stats.get("candidates"), "kept": stats.get("kept"),
-            "calibration_rounds": stats.get("calibration_rounds"),
-            "partition_overhead_ms": stats.get("partition_overhead_ms"),
+    flat = compiled.plan.stats.to_dict()  # the JSON form, for the report
+    return {"seconds": round(seconds, 2), "measurements": flat.get("measurements"),
+            "candidates": flat.get("candidates"), "kept": flat.get("kept"),
+            "calibration_rounds": flat.get("calibration_rounds"),
+            "partition_overhead_ms": flat.get("partition_overhead_ms"),
             "peak_rss_mb": _peak_rss_mb("self"), "worker_peak_rss_mb": worker_mb}
 
 
@@ -93,9 +93,9 @@ def _child_warm(spec: dict[str, Any]) -> dict[str, Any]:
     began = time.perf_counter()
     onnxruntime.InferenceSession(spec["model"], providers=["CPUExecutionProvider"])
     session_s = time.perf_counter() - began
+    flat = compiled.plan.stats.to_dict()  # the JSON form, for the report
     return {"seconds": round(seconds, 2), "onnxruntime_session_seconds": round(session_s, 2),
-            "measurements": compiled.plan.stats.get("measurements"),
-            "plan_cache": compiled.plan.stats.get("plan_cache")}
+            "measurements": flat.get("measurements"), "plan_cache": flat.get("plan_cache")}
 
 
 def _child_time(spec: dict[str, Any]) -> dict[str, Any]:
@@ -130,13 +130,13 @@ def _child_time(spec: dict[str, Any]) -> dict[str, Any]:
     return {"median_ms": latency.median_ms, "runs": latency.runs}
 
 
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    """What `spec["mode"]` asks of a configuration, in a process of its own."""
+    return {"search": _child_search, "warm": _child_warm}.get(spec["mode"], _child_time)(spec)
+
+
 def _spawn(spec: dict[str, Any], timeout: float = 1800) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-m", "bench.suite", "--child", json.dumps(spec)],
-                          capture_output=True, text=True, timeout=timeout, cwd=_ROOT)
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        return {"error": " | ".join(tail)[:400]}
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return dict(in_child("suite", "child", spec, stop_after=timeout))
 
 
 # -- the parent -----------------------------------------------------------------------------------
@@ -237,10 +237,6 @@ def _close(got: Any, expected: Any) -> bool:
 
 
 # -- report ---------------------------------------------------------------------------------------
-def geomean(values: Sequence[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
-
-
 def paired_ratio(base: dict[str, Any], row: dict[str, Any]) -> float | None:
     """The median over rounds of base/row within each round: a round's blocks run minutes
     apart from the next round's, so the drift of a shared machine cancels within a round."""
@@ -322,11 +318,11 @@ def markdown(result: dict[str, Any]) -> str:
            "'paired' is Collage's speed against the best native backend within each round, "
            "the median over rounds; 'quietest' compares each at its quietest block (the "
            "lowest block median: other work on a shared machine only ever slows a block).",
-           "", "| model | batch | "
-           + " | ".join(f"{label} ms (vs best; higher is faster)" for label in labels)
-           + " | collage vs best, paired (higher is faster) | collage vs best, quietest "
-           "(higher is faster) | collage plan |",
-           "|---|---:|" + "---:|" * (len(labels) + 2) + "---|"]
+           "", *table_head("model", "batch",
+                           *(f"{label} ms (vs best; higher is faster)" for label in labels),
+                           "collage vs best, paired (higher is faster)",
+                           "collage vs best, quietest (higher is faster)", "collage plan",
+                           align="lr" + "r" * (len(labels) + 2) + "l")]
     for r in result["results"]:
         cells = []
         for label in labels:
@@ -340,9 +336,9 @@ def markdown(result: dict[str, Any]) -> str:
                           r["rows"].get("tessera collage", {}).get("plan", []))
         paired = r["rows"].get("tessera collage", {}).get("paired_vs_best_native")
         quiet = quietest_ratio(r)
-        out.append(f"| {r['model']} | {r['batch']} | " + " | ".join(cells) +
-                   f" | {paired if paired is not None else '-'} | "
-                   f"{quiet if quiet is not None else '-'} | {plan} |")
+        out.append(table_row(r["model"], r["batch"], *cells,
+                             paired if paired is not None else "-",
+                             quiet if quiet is not None else "-", plan))
     s = result["summary"]
     out += ["", f"Collage vs the best native backend: geometric mean "
             f"{s['collage_vs_best_native_geomean']}, worst {s['collage_vs_best_native_min']} "
@@ -361,19 +357,17 @@ def markdown(result: dict[str, Any]) -> str:
             f"{s.get('collage_picked_backend_worst')} of the best one's speed at worst "
             f"(a comparison of the native rows alone, free of tessera's own timing noise).",
             "", "## Search cost", "",
-            "| model | batch | cold search s | measurements | candidates | peak RSS MB "
-            "(compile + measuring worker) | "
-            "warm compile s | plain ONNX Runtime session s (for comparison; lower is faster) | "
-            "warm measurements | kept |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+            *table_head("model", "batch", "cold search s", "measurements", "candidates",
+                        "peak RSS MB (compile + measuring worker)", "warm compile s",
+                        "plain ONNX Runtime session s (for comparison; lower is faster)",
+                        "warm measurements", "kept", align="lrrrrrrrrl")]
     for r in result["results"]:
         cold, search = r["search"]["cold"], r["search"]
-        out.append(f"| {r['model']} | {r['batch']} | {cold.get('seconds')} | "
-                   f"{cold.get('measurements')} | {cold.get('candidates')} | "
-                   f"{cold.get('peak_rss_mb')} + {cold.get('worker_peak_rss_mb')} | "
-                   f"{search['warm_seconds']} | "
-                   f"{search.get('onnxruntime_session_seconds')} | "
-                   f"{search['warm_measurements']} | {cold.get('kept')} |")
+        out.append(table_row(r["model"], r["batch"], cold.get("seconds"),
+                             cold.get("measurements"), cold.get("candidates"),
+                             f"{cold.get('peak_rss_mb')} + {cold.get('worker_peak_rss_mb')}",
+                             search["warm_seconds"], search.get("onnxruntime_session_seconds"),
+                             search["warm_measurements"], cold.get("kept")))
     return "\n".join(out) + "\n"
 
 
@@ -405,36 +399,24 @@ def plot(result: dict[str, Any], path: Path) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__, rounds=3, seconds=1.0, out=OUT)
     parser.add_argument("--smoke", action="store_true", help="mlp only, one short round")
-    parser.add_argument("--models", nargs="*")
+    parser.add_argument("--models", nargs="*", help=f"default: {' '.join(MODELS)}")
     parser.add_argument("--batches", nargs="*", type=int, default=[1, 4])
     parser.add_argument("--backends", nargs="*", default=BACKENDS)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=1.0, help="per block")
     parser.add_argument("--min-runs", type=int, default=10)
-    parser.add_argument("--out", default=OUT)
     parser.add_argument("--search-only", action="store_true", help="only the cold search "
                         "and the warm compile of each model; --render merges them into an "
                         "earlier run's timings")
     parser.add_argument("--render", metavar="JSON", nargs="+", help="write the JSON, table "
                         "and plot of finished runs again, merged (to --out); measures nothing")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.render:  # the table and the plot again, from the JSON of one run or several
         runs = [json.loads(Path(p).read_text()) for p in args.render]
         results = merge([r for run in runs for r in run["results"]])
         result = {**runs[0], "results": results, "summary": summary(results)}
-        out = Path(args.out)
-        out.with_suffix(".json").write_text(json.dumps(result, indent=2))
-        out.with_suffix(".md").write_text(markdown(result))
-        plot(result, out.with_suffix(".png"))
-        return 0
-    if args.child:
-        spec = json.loads(args.child)
-        child = {"search": _child_search, "warm": _child_warm}.get(spec["mode"], _child_time)
-        print(json.dumps(child(spec)))
+        write(args.out, result, markdown(result))
+        plot(result, args.out.with_suffix(".png"))
         return 0
     if args.smoke:
         args.models, args.batches = args.models or SMOKE_MODELS, [1]
@@ -444,8 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     available = [b for b in args.backends if registry.get(b).is_available().ok]
     configs = [*(f"native {b}" for b in available), *(f"tessera {b}" for b in available),
                "tessera greedy", "tessera collage"]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out: Path = args.out
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tessera-bench-") as tmp:
         for name in args.models or MODELS:
@@ -456,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  | {"collage": last["rows"].get("tessera collage"),
                                     "warm_seconds": last["search"]["warm_seconds"]}),
                       flush=True)
-                result = write(out, results, configs, args)  # after each model: partial
+                result = write_run(out, results, configs, args)  # after each model: partial
     plotted = plot(result, out.with_suffix(".png"))
     print(markdown(result))
     if not plotted:
@@ -464,15 +445,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def write(out: Path, results: list[dict[str, Any]], configs: list[str],
-          args: argparse.Namespace) -> dict[str, Any]:
+def write_run(out: Path, results: list[dict[str, Any]], configs: list[str],
+              args: argparse.Namespace) -> dict[str, Any]:
     result = {"machine": machine(), "configs": configs, "rounds": args.rounds,
               "seconds_per_block": args.seconds, "results": results,
               "note": f"Median of {args.rounds} rounds of {args.seconds} s blocks, each "
                       "configuration in its own process; random weights.",
               "summary": summary(results)}
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
-    out.with_suffix(".md").write_text(markdown(result))
+    write(out, result, markdown(result))
     return result
 
 

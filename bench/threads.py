@@ -18,29 +18,28 @@ run. Writes bench/results/threads.{md,json}.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import itertools
-import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench._child import in_child
+from bench._markdown import table_head, table_row
+from bench._report import arguments, by_model, publish
 from bench._rounds import Block, in_rounds, machine, paired
 from tessera import backends, zoo
 from tessera._private.timing import time_block
 from tessera.backends._threads import ThreadPolicy
 from tessera.ir import Model, load_model
 from tessera.placement import Plan
-from tessera.placement._plan import make_partitions
-from tessera.placement._variants import (
+from tessera.placement.record._plan import make_partitions
+from tessera.placement.search._threads import (
     CHAIN_TOLERANCE,
     SMALL_MS,
     one_thread,
@@ -84,24 +83,41 @@ def part_feeds(compiled: CompiledModel, feeds: dict[str, np.ndarray]
     return seen
 
 
-def bench_single(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
+# what a single-backend row measures: (backend, the model's inputs, the backend run natively,
+# tessera's plan on that backend alone) -> the row
+MeasureSingle = Callable[[str, dict[str, np.ndarray], Callable[..., Any], CompiledModel],
+                         dict[str, Any]]
+
+
+def against_native(name: str, names: Sequence[str], measure: MeasureSingle
+                   ) -> list[dict[str, Any]]:
+    """A row per backend: the model (batch 1) run natively on it and compiled by tessera
+    for it alone, measured; one backend's pools alive at a time."""
     path = zoo.export(name, 1)
     feeds = zoo.example_inputs(name, 1)
     rows = []
-    for backend in SINGLE_BACKENDS:  # one backend's pools alive at a time
+    for backend in names:
         native = backends.get(backend).native_runner(path.read_bytes())
         mine = compile_model(path, backend)
-        measured = in_rounds({"native": partial(native, feeds),
-                              "tessera": partial(mine.run, feeds)},
-                             rounds=rounds, seconds=seconds)
-        rows.append({"model": name, "backend": backend, "native": measured["native"].to_dict(),
-                     "tessera": measured["tessera"].to_dict(),
-                     "speed": paired(measured["native"], measured["tessera"]),
-                     "speed_of_medians": round(measured["native"].median_ms
-                                               / measured["tessera"].median_ms, 4)})
+        rows.append(measure(backend, feeds, native, mine))
         del native, mine
         settle()
     return rows
+
+
+def bench_single(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
+    def measure(backend: str, feeds: dict[str, np.ndarray], native: Callable[..., Any],
+                mine: CompiledModel) -> dict[str, Any]:
+        measured = in_rounds({"native": partial(native, feeds),
+                              "tessera": partial(mine.run, feeds)},
+                             rounds=rounds, seconds=seconds)
+        return {"model": name, "backend": backend, "native": measured["native"].to_dict(),
+                "tessera": measured["tessera"].to_dict(),
+                "speed": paired(measured["native"], measured["tessera"]),
+                "speed_of_medians": round(measured["native"].median_ms
+                                          / measured["tessera"].median_ms, 4)}
+
+    return against_native(name, SINGLE_BACKENDS, measure)
 
 
 def bench_chain(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
@@ -246,10 +262,8 @@ def bench_policy(name: str, rounds: int, seconds: float) -> list[dict[str, Any]]
     medians: dict[str, list[float]] = {label: [] for label in POLICY_CONFIGS}
     for _ in range(rounds):
         for label in POLICY_CONFIGS:
-            done = subprocess.run([sys.executable, "-m", "bench.threads", "--policy-child",
-                                   name, label, "--seconds", str(seconds)],
-                                  capture_output=True, text=True, check=True)
-            medians[label].append(float(done.stdout.strip().splitlines()[-1]))
+            ms = in_child("threads", "policy_child", name, label, seconds, check=True)
+            medians[label].append(float(ms))
     base = statistics.median(medians["whole model, native onnxruntime"])
     rows = []
     for label, values in medians.items():
@@ -266,81 +280,69 @@ def settle(seconds: float = 1.0) -> None:
     time.sleep(seconds)
 
 
+def needs(names: Sequence[str], bench: str) -> bool:
+    """Whether the backends `bench` times are installed (if not, it says so)."""
+    missing = [b for b in names if not backends.get(b).is_available().ok]
+    if missing:
+        print(f"bench.{bench} needs {', '.join(missing)}: pip install -e '.[all]'")
+    return not missing
+
+
+CHAIN_COLUMNS = ("chain ms", "bare chain ms", "parts, warm ms", "parts, cold ms",
+                 "chain / warm parts (lower is cheaper)", "chain / cold parts (lower is cheaper)",
+                 "chain / bare chain (lower is cheaper)")
+
+
 def markdown(result: dict[str, Any]) -> str:
     out = ["# Thread-policy benchmark", "", f"{result['machine']}. Times are the median of the "
            f"block medians over {result['rounds']} rounds; ratios are paired: the median over "
            "rounds of the ratio within each round, so drift between rounds cancels.", "",
            "## Single partition vs native (goal: speed >= 0.98)", "",
-           "| model | backend | native ms | tessera ms | "
-           "speed vs native (higher is faster) |",
-           "|---|---|---:|---:|---:|"]
-    out += [f"| {r['model']} | {r['backend']} | {r['native']['median_ms']:.4f} | "
-            f"{r['tessera']['median_ms']:.4f} | {r['speed']:.3f} |" for r in result["single"]]
-    header = ("| chain ms | bare chain ms | parts, warm ms | parts, cold ms | chain / warm "
-              "parts (lower is cheaper) | chain / cold parts (lower is cheaper) | chain / "
-              "bare chain (lower is cheaper) |")
+           *table_head("model", "backend", "native ms", "tessera ms",
+                       "speed vs native (higher is faster)", align="llrrr")]
+    out += [table_row(r["model"], r["backend"], f"{r['native']['median_ms']:.4f}",
+                      f"{r['tessera']['median_ms']:.4f}", f"{r['speed']:.3f}")
+            for r in result["single"]]
     out += ["", "## A chain of k partitions vs the sum of its parts alone (goal: <= 1.05)", "",
             "Each part alone is timed warm (in a loop, its code and data in cache) and cold "
             f"(each call after touching {FLUSH_BYTES >> 20} MB, as the other parts of a chain "
             "do). The bare chain is the same compiled parts called by the plainest Python "
             "loop, straight into each library: what the executor adds is chain / bare chain.",
-            "", "| model | targets | k " + header, "|---|---|---:" + "|---:" * 7 + "|"]
-    out += [f"| {r['model']} | {r['targets']} | {r['k']} | {chain_cells(r)} |"
+            "", *table_head("model", "targets", "k", *CHAIN_COLUMNS, align="llr" + "r" * 7)]
+    out += [table_row(r["model"], r["targets"], r["k"], *chain_cells(r))
             for r in result["chain"]]
     mixed = [r for r in result["chain"] if "one_thread" in r]
     out += ["", "### Mixed chains with Collage's one-thread variant", "",
             f"The same chains, with each part below {SMALL_MS} ms that runs alone on one "
             f"thread at most {CHAIN_TOLERANCE}x slower than with its pool set to one thread, "
             "as Collage does, and the speed-up over the chain above.", "",
-            "| model | k | parts on one thread " + header + " speed-up (higher is faster) |",
-            "|---|---:|---:" + "|---:" * 8 + "|"]
-    out += [f"| {r['model']} | {r['k']} | {len(v['parts'])} | {chain_cells(v)} | "
-            f"{v['speedup']:.3f} |" for r in mixed for v in [r["one_thread"]]]
+            *table_head("model", "k", "parts on one thread", *CHAIN_COLUMNS,
+                        "speed-up (higher is faster)", align="lrr" + "r" * 8)]
+    out += [table_row(r["model"], r["k"], len(v["parts"]), *chain_cells(v),
+                      f"{v['speedup']:.3f}") for r in mixed for v in [r["one_thread"]]]
     out += ["", "## Chained pools: each backend's defaults vs the shared policy", "",
-            "| model | configuration | ms (lower is faster) | spread (lower is steadier) "
-            "| time vs whole model (lower is faster) |",
-            "|---|---|---:|---:|---:|"]
-    out += [f"| {r['model']} | {r['config']} | {r['median_ms']:.4f} | {r['spread']:.2f} | "
-            f"{r['vs_whole']:.2f}x |" for r in result["policy"]]
+            *table_head("model", "configuration", "ms (lower is faster)",
+                        "spread (lower is steadier)", "time vs whole model (lower is faster)",
+                        align="llrrr")]
+    out += [table_row(r["model"], r["config"], f"{r['median_ms']:.4f}", f"{r['spread']:.2f}",
+                      f"{r['vs_whole']:.2f}x") for r in result["policy"]]
     return "\n".join(out) + "\n"
 
 
-def chain_cells(r: dict[str, Any]) -> str:
-    return (f"{r['chain']['median_ms']:.4f} | {r['bare_chain']['median_ms']:.4f} | "
-            f"{r['sum_of_parts_ms']:.4f} | {r['sum_of_cold_parts_ms']:.4f} | "
-            f"{r['ratio']:.3f} | {r['cold_ratio']:.3f} | {r['vs_bare_chain']:.3f}")
+def chain_cells(r: dict[str, Any]) -> list[str]:
+    return [f"{r['chain']['median_ms']:.4f}", f"{r['bare_chain']['median_ms']:.4f}",
+            f"{r['sum_of_parts_ms']:.4f}", f"{r['sum_of_cold_parts_ms']:.4f}",
+            f"{r['ratio']:.3f}", f"{r['cold_ratio']:.3f}", f"{r['vs_bare_chain']:.3f}"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="*", default=MODELS)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=0.5, help="per block")
-    parser.add_argument("--out", default="bench/results/threads")
-    parser.add_argument("--policy-child", nargs=2, metavar=("MODEL", "CONFIG"),
-                        help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.policy_child:
-        model, label = args.policy_child
-        print(policy_child(model, label, args.seconds))
-        return 0
-    missing = [b for b in SINGLE_BACKENDS if not backends.get(b).is_available().ok]
-    if missing:
-        print(f"bench.threads needs {', '.join(missing)}: pip install -e '.[all]'")
+    args = arguments(__doc__, models=MODELS, any_models=True, rounds=3, seconds=0.5,
+                     out="bench/results/threads").parse_args(argv)
+    if not needs(SINGLE_BACKENDS, "threads"):
         return 2
-    result: dict[str, Any] = {"machine": machine(), "rounds": args.rounds,
-                              "single": [], "chain": [], "policy": []}
-    for name in args.models:
-        result["single"] += bench_single(name, args.rounds, args.seconds)
-        result["chain"] += bench_chain(name, args.rounds, args.seconds)
-        result["policy"] += bench_policy(name, args.rounds, args.seconds)
-        print(f"{name}: done", flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
-    out.with_suffix(".md").write_text(markdown(result))
-    print(markdown(result))
+    result: dict[str, Any] = {"machine": machine(), "rounds": args.rounds}
+    by_model(args, result, single=bench_single, chain=bench_chain, policy=bench_policy)
+    publish(args.out, result, markdown(result))
     return 0
 
 
