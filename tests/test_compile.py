@@ -11,6 +11,7 @@ import tessera
 from tessera import backends
 from tessera.backends import Backend, Compiled, Support
 from tessera.errors import InputError, PartitionError
+from tessera.placement import Plan
 
 from .ir.models import mlp
 from .registering import registered
@@ -18,6 +19,11 @@ from .registering import registered
 
 def _feeds() -> dict[str, np.ndarray]:
     return {"x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
+
+
+def _remembered(plan: Plan) -> bool:
+    """Whether the plan was remembered rather than searched."""
+    return plan.stats.source is not None and plan.stats.source.cache is not None
 
 
 def _reference() -> np.ndarray:
@@ -66,8 +72,9 @@ def test_mixed_plan_with_fallback_and_the_numeric_guard(wrong_backend: Backend) 
                        ("test-wrong", ("mm2",)), ("onnxruntime", ("add2", "softmax"))]
     assert "numeric guard" in compiled.plan.reasons["relu"]["test-wrong"]
     assert "numeric guard" not in compiled.plan.reasons["mm2"]["test-wrong"]
-    evidence = compiled.plan.stats.disagreements
-    assert evidence is not None and evidence[0].implementation == "test-wrong"
+    assert compiled.plan.stats.guard is not None
+    evidence = compiled.plan.stats.guard.disagreements
+    assert evidence and evidence[0].implementation == "test-wrong"
     assert (evidence[0].ops, evidence[0].nodes) == (("Relu",), ("relu",))
     assert "onnx.reference" in evidence[0].judges and "onnxruntime" in evidence[0].judges
     np.testing.assert_allclose(compiled.run(_feeds())["y"], _reference(), rtol=1e-5)
@@ -89,8 +96,6 @@ def test_fallback_off_lists_each_unsupported_node_and_every_reason(wrong_backend
 
 
 def test_plan_json_round_trip() -> None:
-    from tessera.placement import Plan
-
     plan = tessera.compile(mlp(), "onnxruntime").plan
     assert Plan.from_json(plan.to_json()) == plan
 
@@ -146,17 +151,22 @@ def test_a_warm_compile_measures_nothing_and_reuses_the_end_to_end_verdict(
         pytest.skip("needs two real backends")
     cold = tessera.compile(mlp(), targets, partitioner="collage")
     warm = tessera.compile(mlp(), targets, partitioner="collage")
-    assert cold.plan.stats["measurements"] > 0
-    assert warm.plan.stats["measurements"] == 0
-    assert warm.plan.stats["measure_seconds"] == warm.plan.stats["search_seconds"] == 0.0
+    cold_stats, warm_stats = cold.plan.stats, warm.plan.stats
+    assert cold_stats.measuring is not None and cold_stats.measuring.measurements > 0
+    assert warm_stats.measuring is not None and warm_stats.measuring.measurements == 0
+    assert warm_stats.cover is not None
+    assert warm_stats.measuring.seconds == warm_stats.cover.seconds == 0.0
     # the rivals' end-to-end latencies come back from the database, not from new timings
-    assert warm.plan.stats["end_to_end_ms"] == cold.plan.stats["end_to_end_ms"]
-    assert warm.plan == cold.plan and warm.plan.stats["kept"] == cold.plan.stats["kept"]
+    assert warm_stats.race is not None and cold_stats.race is not None
+    assert warm_stats.race.timings == cold_stats.race.timings
+    assert warm.plan == cold.plan and warm_stats.race.kept == cold_stats.race.kept
     assert warm.plan.decisions == cold.plan.decisions and warm.plan.reasons == cold.plan.reasons
-    assert warm.plan.stats["plan_cache"].startswith("hit")  # the search itself was skipped
-    assert "plan_cache" not in cold.plan.stats
+    # the search itself was skipped
+    assert warm_stats.source is not None and warm_stats.source.cache is not None
+    assert warm_stats.source.cache.startswith("hit")
+    assert cold_stats.source is None or cold_stats.source.cache is None
     # the guard checked the cold compile's partitions; the warm compile trusts that verdict
-    assert cold.plan.stats["numeric_guard"] == warm.plan.stats["numeric_guard"] == "passed"
+    assert cold_stats.guard_passed and warm_stats.guard_passed
     np.testing.assert_allclose(warm.run(_feeds())["y"], _reference(), rtol=1e-5, atol=1e-6)
 
 
@@ -170,13 +180,13 @@ def test_the_remembered_plan_depends_on_names_config_and_imported_costs(
     tessera.compile(mlp(), targets, partitioner="collage")
     assert CostDB(db_path).describe()["plans"] == 1
     renamed = tessera.compile(mlp(names="other_"), targets, partitioner="collage")
-    assert "plan_cache" not in renamed.plan.stats  # other node names: another plan
+    assert not _remembered(renamed.plan)  # other node names: another plan
     assert all(n.startswith("other_") for p in renamed.plan.partitions for n in p.nodes)
     # a cache-key option changed (and larger candidates were measured: costs a fresh
     # database lacks, for the import below)
     more = tessera.compile(mlp(), targets, partitioner="collage", max_candidate_size=4)
-    assert "plan_cache" not in more.plan.stats
-    assert tessera.compile(mlp(), targets, partitioner="collage").plan.stats["plan_cache"]
+    assert not _remembered(more.plan)
+    assert _remembered(tessera.compile(mlp(), targets, partitioner="collage").plan)
     exported = os.path.join(tmp_path, "records.jsonl")
     CostDB(db_path).export(exported)
     fresh = os.path.join(tmp_path, "fresh.sqlite")
@@ -204,5 +214,5 @@ def test_models_of_one_structure_with_other_value_names_do_not_share_a_plan(
     for hidden in ("first_max", "second_max"):
         compiled = tessera.compile(softmax(hidden), ["onnxruntime", "reference"],
                                    partitioner="collage")
-        assert "plan_cache" not in compiled.plan.stats
+        assert not _remembered(compiled.plan)
         np.testing.assert_array_equal(compiled.run({"x": x})["y"], x - x.max(1, keepdims=True))

@@ -10,12 +10,13 @@ import math
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 Clock = Callable[[], float]  # seconds, monotonic
 _B = TypeVar("_B")
+_K = TypeVar("_K", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -154,11 +155,11 @@ def time_throughput(run: Callable[[], object], *, concurrency: int, warmup: int 
                       tuple(t for mine in latencies for t in mine))
 
 
-def in_rounds(names: Iterable[str], block: Callable[[str, bool], _B],
+def in_rounds(names: Iterable[_K], block: Callable[[_K, bool], _B],
               cost: Callable[[_B], float] | None = None, rounds: int = 3, close: float = 0.0,
               extra_rounds: int = 0, *, on_start: Callable[[int], object] | None = None,
-              on_block: Callable[[str], object] | None = None,
-              on_extra: Callable[[int], object] | None = None) -> dict[str, list[_B]]:
+              on_block: Callable[[_K], object] | None = None,
+              on_extra: Callable[[int], object] | None = None) -> dict[_K, list[_B]]:
     """Each name's blocks, in the order of `names`: a round runs `block(name, first)` for
     each name in turn, never two at once, so one contender's spinning pool never slows
     another's and drift of a shared machine hits every one alike; `first` is true in the
@@ -169,7 +170,7 @@ def in_rounds(names: Iterable[str], block: Callable[[str, bool], _B],
     `on_start(rounds * len(names))` is called once before the first block, `on_block(name)`
     after each block, and, for a close race, `on_extra(extra_rounds * len(names))` (the
     blocks added) before the extra rounds."""
-    blocks: dict[str, list[_B]] = {name: [] for name in names}
+    blocks: dict[_K, list[_B]] = {name: [] for name in names}
     if on_start is not None:
         on_start(rounds * len(blocks))
 

@@ -122,7 +122,8 @@ def compile_command(ctx: click.Context, model: str, targets: str, executor: str 
 
 def print_plan_stats(plan: Plan) -> None:
     for line in (interrupted_line(plan.stats), search_line(plan.stats),
-                 end_to_end_line(plan.stats), plan.stats.guard_cost):
+                 end_to_end_line(plan.stats),
+                 plan.stats.guard.cost if plan.stats.guard is not None else None):
         if line is not None:
             click.echo(line)
 
@@ -217,8 +218,8 @@ def read_inputs(compiled: Any, items: tuple[str, ...], npz: str | None,
 def dynamic_inputs_message(compiled: Any, shapes: dict[str, list[int]]) -> str:
     """What to give for random inputs of a model with symbolic dimensions, with an example
     at the profile's first point (each dimension's default size without a profile)."""
-    from tessera._private.shapes import ShapeProfile
     from tessera.backends._inputs import shapes_at
+    from tessera.config._shapes import ShapeProfile
 
     symbols = compiled.model.symbols
     profile = compiled.config.options.shapes or ShapeProfile(())
@@ -263,19 +264,21 @@ def check_against_consensus(compiled: Any, feeds: dict[str, np.ndarray],
                             results: dict[str, np.ndarray]) -> None:
     """`run --check`: the results against the consensus oracle's fp32 answers (within the
     plan's accuracy budget, where it has one)."""
-    from tessera._private.accuracy import AccuracyBudget
     from tessera._private.numeric import ATOL, RTOL
+    from tessera.config._accuracy import AccuracyBudget
     from tessera.errors import ExecutionError
     from tessera.oracle import agree_all, answers
+    from tessera.placement.record import RivalKind
 
     truth = answers(compiled.model.proto, [feeds])
     want = truth.outputs[0]
     budget = compiled.config.options.accuracy
     record = compiled.plan.stats.precision
-    if budget is None and record is not None and record.kept != "fp32" and record.budget:
+    if budget is None and record is not None and record.kept.kind is not RivalKind.FP32 \
+            and record.budget:
         budget = AccuracyBudget.parse(record.budget)  # the default budget it was kept under
     if budget is not None and not budget.exact:  # a plan chosen under a budget is judged by it
-        from tessera._private.accuracy import measure
+        from tessera.config._accuracy import measure
 
         report = measure([results], [want], budget, truth.judges)
         if not report.met:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tessera.config import AccuracyBudget
     from tessera.ir import Model
     from tessera.placement import Plan, SearchStats
+    from tessera.placement.record import Rival, Timing
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -290,23 +291,24 @@ def config_from_cli(
 def end_to_end_line(stats: SearchStats) -> str | None:
     """How the rival plans timed end to end under the objective (the figure compared), and
     which was kept (None: no race ran)."""
-    if stats.end_to_end_ms is None:
+    race = stats.race
+    if race is None or not race.timings:
         return None
-    objective, served = stats.objective, stats.throughput_ips or {}
+    objective, served = race.objective, race.throughput_ips
     budget = objective.latency_budget_ms if objective is not None else None
 
-    def timing(name: str, value: float | str) -> str:
-        if not isinstance(value, float):
-            return f"{name}: {value}"
-        if name not in served:
-            return f"{name} {value:.3f} ms"
-        over = " (over the budget)" if budget is not None and value > budget else ""
-        return f"{name} {served[name]:.1f}/s at {value:.3f} ms{over}"
+    def timing(rival: Rival, value: Timing) -> str:
+        if value.ms is None:
+            return f"{rival}: {value}"
+        if rival not in served:
+            return f"{rival} {value}"
+        over = " (over the budget)" if budget is not None and value.ms > budget else ""
+        return f"{rival} {served[rival]:.1f}/s at {value}{over}"
 
-    timings = ", ".join(timing(k, v) for k, v in stats.end_to_end_ms.items())
+    timings = ", ".join(timing(k, v) for k, v in race.timings.items())
     label = f" ({objective})" if objective is not None else ""
-    where = f" on {stats.raced_on}" if stats.raced_on else ""
-    return f"end to end{label}{where}: {timings}; kept {stats.kept}"
+    where = f" on {race.raced_on}" if race.raced_on else ""
+    return f"end to end{label}{where}: {timings}; kept {race.kept}"
 
 
 def interrupted_line(stats: SearchStats) -> str | None:
@@ -316,13 +318,14 @@ def interrupted_line(stats: SearchStats) -> str | None:
 
 def search_line(stats: SearchStats) -> str | None:
     """What the search measured (None: nothing was searched)."""
-    if not stats.candidates:
+    measuring = stats.measuring
+    if measuring is None or not measuring.candidates:
         return None
+    searched = stats.cover.seconds if stats.cover is not None else None
     coarse = f"; {stats.coarse}" if stats.coarse is not None else ""
-    return (f"search: {stats.candidates} candidates, {stats.measurements} measured, "
-            f"{stats.cache_hits} from the cost database; measuring "
-            f"{stats.measure_seconds or 0.0:.2f} s, search {stats.search_seconds or 0.0:.3f} s"
-            f"{coarse}")
+    return (f"search: {measuring.candidates} candidates, {measuring.measurements} measured, "
+            f"{measuring.cache_hits} from the cost database; measuring "
+            f"{measuring.seconds:.2f} s, search {searched or 0.0:.3f} s{coarse}")
 
 
 def placement_table(plan: Plan, model: Model, title: str) -> Table:

@@ -106,17 +106,19 @@ def render(plan: object, model: object, label: str,
     lines.append(common.accuracy_line(stats, budget))
     lines += common.precision_lines(stats)
     lines += common.shape_lines(stats)
-    if stats.guard_cost:
-        lines.append(stats.guard_cost)
-    if stats.disagreements:  # the guard's evidence, judged by the consensus oracle
-        lines.append(f"disagreements with the consensus: {len(stats.disagreements)}")
-        lines += [f"  {d}" for d in stats.disagreements]
+    guard = stats.guard
+    if guard is not None and guard.cost:
+        lines.append(guard.cost)
+    if guard is not None and guard.disagreements:  # the guard's evidence, by the consensus
+        lines.append(f"disagreements with the consensus: {len(guard.disagreements)}")
+        lines += [f"  {d}" for d in guard.disagreements]
     if stats.proposals:  # subgraphs backends proposed, and what became of them
         lines.append(f"proposals: {len(stats.proposals)}")
         lines += [f"  {p}" for p in stats.proposals]
-    lost = [e for e in stats.invalid_examples or () if e.fault is not None]
-    if lost:
-        lines.append(f"{stats.invalid} candidate(s) invalid; these crashed or hung in the "
+    measuring = stats.measuring
+    lost = [e for e in measuring.invalid_examples if e.fault is not None] if measuring else []
+    if measuring and lost:
+        lines.append(f"{measuring.invalid} candidate(s) invalid; these crashed or hung in the "
                      "measuring worker and were left out:")
         lines += [f"  {e}" for e in lost]
     lines.append("")

@@ -93,6 +93,17 @@ class DataflowGraph:
         return len(self.nodes)
 
     @cached_property
+    def index(self) -> dict[str, int]:
+        """Node name -> its position."""
+        return {name: i for i, name in enumerate(self.names)}
+
+    def node_set(self, names: Iterable[str]) -> NodeSet:
+        """The bitmask of the nodes named: a plan names its nodes, the search works on
+        bitmasks."""
+        index = self.index
+        return bits(index[name] for name in names)
+
+    @cached_property
     def declared(self) -> dict[str, onnx.ValueInfoProto]:
         """The graph's own declarations of its values (inputs, value_info, outputs)."""
         return {v.name: v for v in (*self.graph.input, *self.graph.value_info,

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tessera._private.shapes import default_size
+from tessera.config._shapes import default_size
 from tessera.errors import ModelError
 from tessera.ir._model import Model
 

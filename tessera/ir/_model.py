@@ -78,7 +78,7 @@ class Model:
         return self.dataflow.graph_outputs
 
     def node_set(self, names_or_indices: Iterable[str | int]) -> NodeSet:
-        index = {name: i for i, name in enumerate(self.dataflow.names)}
+        index = self.dataflow.index
         picked = []
         for item in names_or_indices:
             if isinstance(item, int):

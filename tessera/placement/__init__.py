@@ -14,6 +14,7 @@ candidates goes through the `Measurer` protocol."""
 from __future__ import annotations
 
 from tessera.errors import InterruptedCompile, MeasuringError, PartitionError
+from tessera.placement._context import Tools
 from tessera.placement._driver import Placement, place, replace_lost
 from tessera.placement.measure import LocalMeasurer, Measurer, RayMeasurer
 from tessera.placement.record import (
@@ -48,6 +49,7 @@ __all__ = [
     "RayMeasurer",
     "Runnable",
     "SearchStats",
+    "Tools",
     "annotate",
     "place",
     "replace_lost",

@@ -12,16 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
-from tessera.config import CompilationConfig
 from tessera.errors import InterruptedCompile
-from tessera.ir import Model
+from tessera.placement._context import PlacementContext
 from tessera.placement.judge._guard import guard_verdicts
-from tessera.placement.measure._points import Points
-from tessera.placement.record._builder import Builder, Built
+from tessera.placement.record._builder import Built
 from tessera.placement.record._phase import Phase
 from tessera.placement.record._plan import Banned, Plan
 from tessera.placement.record._progress import Reporter
-from tessera.placement.record._stats import GUARD_PASSED, InterruptRecord, PrecisionRecord
+from tessera.placement.record._records import InterruptRecord, PrecisionRecord
+from tessera.placement.record._stats import GuardVerdict
 from tessera.placement.record._trail import Finished, SoFar
 from tessera.placement.search._device_targets import assign_devices
 from tessera.placement.search._greedy import place_greedy
@@ -29,48 +28,55 @@ from tessera.placement.search._support import SupportTable
 from tessera.target import Target
 
 
-def keep_interrupted(model: Model, config: CompilationConfig, pins: Mapping[int, Target],
-                     banned: Banned, builder: Builder | None, points: Points,
-                     report: Reporter, requested: Mapping[str, Target]
-                     ) -> tuple[Plan, Built | None]:
-    """The best plan known when the search was interrupted, built with `builder` (None: the
+def keep_interrupted(ctx: PlacementContext, banned: Banned, build: bool,
+                     requested: Mapping[str, Target]) -> tuple[Plan, Built | None]:
+    """The best plan known when the search was interrupted, built (with `build`, else the
     plan alone) and checked by the numeric guard when the config asks for it."""
+    report = ctx.progress
     phase = report.stage or Phase.SUPPORT
     done, total = report.counted(phase)
-    words = phase.words
     so_far = report.trail.priced() if report.trail.priced is not None else None
     record = InterruptRecord(phase, "", done, total,
                              so_far.candidates if so_far is not None else None,
                              so_far.measurements if so_far is not None else None)
     try:
         tried: list[tuple[tuple[str, tuple[str, ...]], ...]] = []
-        for kept, plan, built in _choices(model, config, pins, banned, report, so_far):
+        for kept, plan, built in _choices(ctx, banned, so_far):
             shape = tuple((str(p.target), p.nodes) for p in plan.partitions)
             if shape in tried:
                 continue
             tried.append(shape)
             if requested:  # nodes pinned to a specialised device target: built for it
-                plan, built = assign_devices(plan, config, requested), None
-            plan = plan.with_stats(interrupted=replace(record, kept=kept), plan_key=None,
-                                   plan_cache=None)
-            if builder is None:
+                plan, built = assign_devices(plan, ctx.config, requested), None
+            plan = plan.with_stats(interrupted=replace(record, kept=kept), source=None)
+            if not build or ctx.builder is None:
                 return plan, None
-            built = built if built is not None else builder.build(model, config, plan)
-            if built.failures or built.runnable is None:
-                continue
-            if config.options.numeric_guard and not plan.stats.guard_passed:
-                if guard_verdicts(model, plan, built.parts, points, progress=report):
-                    continue
-                plan = plan.with_stats(numeric_guard=GUARD_PASSED)
-            return plan, replace(built, plan=plan)
+            checked = _checked(ctx, plan, built)
+            if checked is not None:
+                return checked
     except KeyboardInterrupt:
         raise InterruptedCompile(
             f"interrupted again while building the plan kept after an interrupt during "
-            f"{words}: nothing was kept; the costs measured so far are in the cost database, "
-            "so compiling again measures only the rest") from None
+            f"{phase.words}: nothing was kept; the costs measured so far are in the cost "
+            "database, so compiling again measures only the rest") from None
     raise InterruptedCompile(
-        f"interrupted during {words}, and none of the plans known so far built and passed "
-        "the numeric guard: nothing was kept; compile again to finish the search")
+        f"interrupted during {phase.words}, and none of the plans known so far built and "
+        "passed the numeric guard: nothing was kept; compile again to finish the search")
+
+
+def _checked(ctx: PlacementContext, plan: Plan, built: Built | None
+             ) -> tuple[Plan, Built] | None:
+    """`plan` built, and passed by the numeric guard where the config asks for it; None
+    where it fails either."""
+    assert ctx.builder is not None
+    built = built if built is not None else ctx.builder.build(ctx.model, ctx.config, plan)
+    if built.failures or built.runnable is None:
+        return None
+    if ctx.config.options.numeric_guard and not plan.stats.guard_passed:
+        if guard_verdicts(ctx, plan, built.parts):
+            return None
+        plan = replace(plan, stats=plan.stats.with_guard(verdict=GuardVerdict.PASSED))
+    return plan, replace(built, plan=plan)
 
 
 def keep_fp32(plan: Plan, built: Built | None, report: Reporter) -> tuple[Plan, Built | None]:
@@ -93,29 +99,26 @@ def stopped(report: Reporter) -> InterruptedCompile:
         "so far); what was measured and remembered is reused when compiling again")
 
 
-def _choices(model: Model, config: CompilationConfig, pins: Mapping[int, Target],
-             banned: Banned, report: Reporter, so_far: SoFar | None
+def _choices(ctx: PlacementContext, banned: Banned, so_far: SoFar | None
              ) -> Iterator[tuple[str, Plan, Built | None]]:
     """The plans to keep, best first, with why, and their builds where the search built
     them."""
-    if report.trail.kept is not None:
-        kept = report.trail.kept
-        yield (f"the {kept.name} plan, the fastest end to end in the race"
+    kept = ctx.progress.trail.kept
+    if kept is not None:
+        yield (f"the {kept.rival} plan, the fastest end to end in the race"
                if kept.finished is Finished.RACED else
                "the searched plan, the cheapest under the cost model (not raced end to "
                "end)"), kept.plan, kept.built
     best = so_far.best() if so_far is not None else None
     if best is not None and so_far is not None:
-        name, plan = best
-        yield (f"the {name} plan, the cheapest of the plans measured whole so far "
-               f"({so_far.modelled_ms[name]:.3f} ms modelled)"), plan, None
-    table = SupportTable.build(model, config, banned, pins)
-    why = "no plan had been measured whole" if best is None and report.trail.kept is None \
+        rival, plan = best
+        yield (f"the {rival} plan, the cheapest of the plans measured whole so far "
+               f"({so_far.modelled_ms[rival]:.3f} ms modelled)"), plan, None
+    table = SupportTable.build(ctx.model, ctx.config, banned, ctx.pins)
+    why = "no plan had been measured whole" if best is None and kept is None \
         else "the better plans did not build"
     yield (f"the greedy plan by priority ({why})",
-           place_greedy(model, table, config.options.min_block_size), None)
-
-
+           place_greedy(ctx.model, table, ctx.config.options.min_block_size), None)
 
 
 __all__ = ["keep_fp32", "keep_interrupted", "stopped"]

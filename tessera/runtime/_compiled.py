@@ -28,9 +28,11 @@ from tessera.ir import (
     load_model,
     value_kind,
 )
-from tessera.placement import FALLBACK, Built, PinSpec, Plan, ProgressLike, place
-from tessera.placement._devices import assign_devices
-from tessera.placement._progress import Reporter
+from tessera.placement import Built, PinSpec, Plan, ProgressLike, Tools, place
+from tessera.placement.record import Phase
+from tessera.placement.record._progress import Reporter
+from tessera.placement.search import FALLBACK
+from tessera.placement.search._device_targets import assign_devices
 from tessera.runtime._accuracy import with_accuracy
 from tessera.runtime._artifact import save
 from tessera.runtime._calibration import Activations
@@ -213,8 +215,8 @@ def compile(model: Any, config: Any = None, *, executor: str | None = None,
     prepare_environment(len(config.priority))
     report = Reporter.of(progress)
     builder = RuntimeBuilder(checked, report)
-    placed = place(loaded, config, pins=pins, builder=builder, build=True,
-                   progress=report, samples=checked)
+    placed = place(loaded, config, pins=pins, tools=Tools(builder=builder, progress=report),
+                   build=True, samples=checked)
     builder.release()
     assert placed.built is not None  # build=True with a builder always builds
     compiled = assemble(loaded, config, placed.plan,
@@ -240,7 +242,7 @@ def partition(model: Any, config: Any = None, partitioner: str | None = None,
     checked = Samples.load(samples, loaded) if samples is not None else None
     report = Reporter.of(progress)
     builder = RuntimeBuilder(checked, report)
-    placed = place(loaded, config, pins=pins, builder=builder, progress=report,
+    placed = place(loaded, config, pins=pins, tools=Tools(builder=builder, progress=report),
                    build=checked is not None, samples=checked)
     builder.release()
     plan = placed.plan
@@ -313,14 +315,14 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
     parts: list[Compiled | None] = []
     failures: dict[int, str] = {}
     report = Reporter.of(progress)
-    report.begin("build", len(plan.partitions))
+    report.begin(Phase.BUILD, len(plan.partitions))
     for i, part in enumerate(plan.partitions):
         target = policy.apply(part.target, part.device)
         key = (str(target), part.nodes)
         shared = memo.get(key) if memo is not None else None
         if shared is not None:
             parts.append(shared)
-            report.advance("build", str(part.target))
+            report.advance(Phase.BUILD, str(part.target))
             continue
         mask = model.node_set(part.nodes)
         backend = backends.get(target.kind.name)
@@ -341,7 +343,7 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
         if memo is not None and compiled is not None:
             memo[key] = compiled
         parts.append(compiled)
-        report.advance("build", str(part.target))
+        report.advance(Phase.BUILD, str(part.target))
     return parts, failures
 
 

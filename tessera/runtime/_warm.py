@@ -22,7 +22,7 @@ from tessera.backends._quantize import calibration_digest
 from tessera.errors import CompileError
 from tessera.ir import Model
 from tessera.ir._graph import NodeSet, members
-from tessera.placement._costdb import machine
+from tessera.placement.record._costdb import machine
 from tessera.target import Target
 
 if TYPE_CHECKING:

@@ -137,12 +137,14 @@ def test_explain_json_is_a_plan_and_records_round_trip(tmp_path: Path,
     code, out, err = run("explain", _mlp(tmp_path), "-t", "onnxruntime,torch", "--json")
     assert code == 0, err
     plan = Plan.from_json(out)
-    assert plan.partitioner == "collage" and plan.stats["measurements"] > 0
+    measuring = plan.stats.measuring
+    assert plan.partitioner == "collage" and measuring is not None
+    assert measuring.measurements > 0
     assert sum(len(p.nodes) for p in plan.partitions) == 14
     code, out, err = run("records", "export", str(tmp_path / "r.jsonl"))
     assert code == 0, err
     count = len((tmp_path / "r.jsonl").read_text().splitlines())
-    assert out.startswith(f"exported {count} record(s)") and count >= plan.stats["measurements"]
+    assert out.startswith(f"exported {count} record(s)") and count >= measuring.measurements
     monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "other.sqlite"))
     code, out, err = run("records", "import", str(tmp_path / "r.jsonl"))
     assert code == 0 and out.startswith(f"imported {count} new or newer record(s)")

@@ -39,9 +39,9 @@ def test_compile_for_throughput_names_the_figure_and_keeps_it(tmp_path: Path) ->
     line = next(t for t in stdout.splitlines() if t.startswith("end to end"))
     assert line.startswith("end to end (throughput at concurrency 2): collage ")
     assert "/s at " in line and " ms" in line
-    stats = load(out).plan.stats
-    assert stats.objective == Objective("throughput", 50, 2)
-    assert f"; kept {stats.kept}" in line
+    race = load(out).plan.stats.race
+    assert race is not None and race.objective == Objective("throughput", 50, 2)
+    assert f"; kept {race.kept}" in line
     code, stdout, stderr = run("explain", str(out))
     assert code == 0, stderr
     assert line in stdout.splitlines()

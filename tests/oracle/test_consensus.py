@@ -114,9 +114,10 @@ def test_a_partition_stays_on_openvino_although_the_reference_disagrees(
     compiled = tessera.compile(_softmax9(), "openvino", partitioner="greedy")
     assert [(p.target.kind.name, p.nodes) for p in compiled.plan.partitions] == \
         [("openvino", ("conv", "relu", "softmax"))]
-    assert compiled.plan.stats.numeric_guard == "passed"
-    seen = compiled.plan.stats.disagreements
-    assert seen is not None and seen[0].implementation == "onnx.reference"
+    guard = compiled.plan.stats.guard
+    assert compiled.plan.stats.guard_passed and guard is not None
+    seen = guard.disagreements
+    assert seen and seen[0].implementation == "onnx.reference"
     assert "Softmax" in seen[0].ops and seen[0].opset == 9
     want = answers(_softmax9(), [_feeds()]).outputs[0]["y"]
     np.testing.assert_allclose(compiled.run(_feeds())["y"], want, rtol=1e-4, atol=1e-6)
@@ -126,17 +127,23 @@ def test_bans_that_make_the_plan_slower_say_so_with_their_evidence() -> None:
     from tessera.oracle import Disagreement
     from tessera.placement import Plan
     from tessera.placement._driver import _ban_cost, _kept_time
+    from tessera.placement.record import RaceRecord, SearchStats, Timing
+    from tessera.placement.record._rival import GREEDY, SEARCHED
+
+    def raced(searched: float, greedy: float | None = None) -> Plan:
+        timings = {SEARCHED: Timing.measured(searched)}
+        if greedy is not None:
+            timings[GREEDY] = Timing.measured(greedy)
+        return Plan((), "collage", stats=SearchStats(race=RaceRecord(timings, SEARCHED)))
 
     evidence = Disagreement("openvino", ("Softmax",), 11, ("sm",), (("x", (1, 4, 4)),),
                             "output 'y' differs", "onnxruntime and onnx.reference")
-    banned = Plan((), "collage", stats={"end_to_end_ms": {"searched": 1.0, "greedy": 1.4},
-                                        "kept": "searched"})
-    slower = Plan((), "collage", stats={"end_to_end_ms": {"searched": 1.5}, "kept": "searched"})
-    same = Plan((), "collage", stats={"end_to_end_ms": {"searched": 1.01}, "kept": "searched"})
+    banned, slower, same = raced(1.0, greedy=1.4), raced(1.5), raced(1.01)
     before = _kept_time(banned)
-    assert before == ("searched", 1.0)
+    assert before is not None and str(before[0]) == "collage" and before[1] == 1.0
     cost = _ban_cost(before, slower, [evidence])
     assert cost is not None and cost.startswith("the numeric guard's bans cost 0.500 ms")
+    assert "the fastest plan before them (collage) 1.000 ms" in cost
     assert "openvino on Softmax (opset 11" in cost
     assert _ban_cost(before, same, [evidence]) is None  # within noise: nothing to say
     assert _ban_cost(None, slower, [evidence]) is None  # no race before the bans

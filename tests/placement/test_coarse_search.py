@@ -19,6 +19,8 @@ from tessera.placement.search import SupportTable, place_collage
 from tessera.placement.search._collage import FINE_ALL
 from tessera.target import Target
 
+from .context import context
+
 BOTH = all(backends.get(b).is_available().ok for b in ("onnxruntime", "openvino"))
 pytestmark = pytest.mark.skipif(not BOTH, reason="needs onnxruntime and openvino")
 
@@ -53,8 +55,9 @@ class OpCosts(OneAtATime):
 
 def _place(targets: str, costs: OpCosts, ops: list[str] = OPS) -> tessera.placement.Plan:
     model = load_model(_chain(ops))
-    table = SupportTable.build(model, tessera.CompilationConfig.create(targets))
-    plan, _ = place_collage(model, table, db=None, measurer=costs)
+    config = tessera.CompilationConfig.create(targets)
+    plan, _ = place_collage(context(model, config, measurer=costs),
+                            SupportTable.build(model, config))
     return plan
 
 
@@ -89,7 +92,8 @@ def test_a_region_faster_elsewhere_is_searched_node_by_node_with_its_neighbours(
     # node-by-node candidates only in regions 2 to 4 (nodes 80 to 199)
     small = [mask for mask, _ in costs.measured if bin(mask).count("1") <= 3]
     assert small and all(min(members(mask)) >= 80 for mask in small)
-    assert plan.stats["modelled_ms"] == pytest.approx(160 + 40)
+    assert plan.stats.cover is not None
+    assert plan.stats.cover.modelled_ms == pytest.approx(160 + 40)
 
 
 def test_a_target_many_times_slower_everywhere_stops_being_measured() -> None:
@@ -141,7 +145,7 @@ def test_a_real_compile_of_a_deep_model_measures_regions_and_agrees_with_the_ref
     compiled = tessera.compile(_chain(ops), "openvino,onnxruntime")
     stats = compiled.plan.stats
     assert stats.coarse is not None and stats.coarse.regions == 3
-    assert stats.candidates is not None and stats.candidates < 40
+    assert stats.measuring is not None and stats.measuring.candidates < 40
     x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
     want = backends.get("reference").compile(compiled.model.proto, check=False).run({"v0": x})
     got = compiled.run({"v0": x})

@@ -17,6 +17,8 @@ from tessera.placement.record._costdb import fingerprint
 from tessera.placement.search import SupportTable, place_collage
 from tessera.target import Target
 
+from .context import context
+
 
 def _writer(path: str, worker: int) -> None:
     db = CostDB(path)
@@ -61,8 +63,8 @@ def test_other_machines_records_are_used_only_when_asked(tmp_path: Path) -> None
     from tessera.ir import load_model
 
     model = load_model(zoo.export("mlp", 1))
-    table = SupportTable.build(model, __import__("tessera").CompilationConfig.create(
-        ["onnxruntime"]))
+    config = __import__("tessera").CompilationConfig.create(["onnxruntime"])
+    table = SupportTable.build(model, config)
     db = CostDB(tmp_path / "c.sqlite")
     calls: list[NodeSet] = []
 
@@ -71,21 +73,24 @@ def test_other_machines_records_are_used_only_when_asked(tmp_path: Path) -> None
         return Cost(float(bin(mask).count("1")) ** 0.5, 0.0, 1)
 
     SYNTHETIC = FunctionMeasurer(synthetic)
-    place_collage(model, table, db=db, measurer=SYNTHETIC)
+    place_collage(context(model, config, db=db, measurer=SYNTHETIC), table)
     first = len(calls)
     foreign = CostDB(tmp_path / "foreign.sqlite")
     foreign.put_many(Record(r.tuning_key, r.structure, "another machine", r.cost,
                             r.measured_at) for r in db.records())
     calls.clear()
-    place_collage(model, table, db=foreign, measurer=SYNTHETIC)
+    place_collage(context(model, config, db=foreign, measurer=SYNTHETIC), table)
     assert len(calls) == first  # not used by default: measured again
     assert {r.fingerprint for r in foreign.records()} == {
         "another machine", fingerprint("onnxruntime", _ort_version())}
     calls.clear()
     fresh = CostDB(tmp_path / "foreign2.sqlite")
     fresh.put_many(r for r in foreign.records() if r.fingerprint == "another machine")
-    plan, _ = place_collage(model, table, db=fresh, measurer=SYNTHETIC, foreign_costs=True)
-    assert calls == [] and plan.stats["measurements"] == 0
+    trusting = __import__("tessera").CompilationConfig.create(["onnxruntime"],
+                                                                foreign_costs=True)
+    plan, _ = place_collage(context(model, trusting, db=fresh, measurer=SYNTHETIC), table)
+    assert calls == [] and plan.stats.measuring is not None
+    assert plan.stats.measuring.measurements == 0
 
 
 def _ort_version() -> str | None:

@@ -24,6 +24,7 @@ from tessera.placement.search._device_targets import assign_devices, config_devi
 from tessera.target import Target
 
 from ..ir.models import mlp
+from .context import context
 
 ONE = Target("cpu -num-cores=1")
 SKYLAKE = Target("cpu -mcpu=skylake -num-cores=1")
@@ -122,7 +123,8 @@ def test_collage_keeps_each_cost_under_the_key_of_what_was_built(tmp_path: Path)
     model = load_model(mlp())
     config = CompilationConfig.create("onnxruntime,openvino,cpu -num-cores=1")
     db = CostDB(tmp_path / "costs.sqlite")
-    place_collage(model, SupportTable.build(model, config), db=db, measurer=_Flat())
+    place_collage(context(model, config, db=db, measurer=_Flat()),
+                  SupportTable.build(model, config))
     keys = {r.tuning_key for r in db.records()}
     assert keys == {Target(f"{name} -num-threads=1").tuning_key()
                     for name in ("onnxruntime", "openvino")}

@@ -16,7 +16,7 @@ from tessera.config import CompilationConfig
 from tessera.config._shapes import ShapeProfile
 from tessera.errors import ConfigError, ModelError
 from tessera.ir import load_model
-from tessera.placement import place
+from tessera.placement import Tools, place
 from tessera.placement.measure._points import Points
 from tessera.placement.search._support import SupportTable
 from tessera.runtime._compiled import RuntimeBuilder
@@ -79,15 +79,15 @@ def test_collage_measures_races_and_guards_every_point(tmp_path: Path, shapes: o
     model = load_model(_mlp(tmp_path), require_static=False)
     config = CompilationConfig.create("openvino,onnxruntime", partitioner="collage",
                                       shapes=shapes)
-    placed = place(model, config, builder=RuntimeBuilder(), build=True)
+    placed = place(model, config, tools=Tools(builder=RuntimeBuilder()), build=True)
     record = placed.stats.shapes
     assert record is not None
     points = ("batch=1",) if shapes is None else ("batch=1", "batch=16")
     assert record.points == points and record.defaulted == (shapes is None)
     assert all(len(row) == len(points) and all(c is not None and c > 0 for c in row)
                for row in record.partition_ms)
-    assert placed.stats.numeric_guard == "passed"
-    assert any(isinstance(t, float) for t in (placed.stats.end_to_end_ms or {}).values())
+    assert placed.stats.guard_passed and placed.stats.race is not None
+    assert any(t.ms is not None for t in placed.stats.race.timings.values())
     # the plan built runs other sizes, against the reference
     assert placed.built is not None and placed.built.runnable is not None
     reference = backends.get("reference").compile(model.proto, check=False)

@@ -12,7 +12,7 @@ import pytest
 import tessera
 from tessera.backends import TensorSpec
 from tessera.ir import NodeSet, load_model
-from tessera.placement import Built, CostDB, Partition, Plan, place
+from tessera.placement import Built, CostDB, Partition, Plan, Tools, place
 from tessera.placement._driver import overhead_estimate
 from tessera.placement.measure import FunctionMeasurer
 from tessera.placement.record import Cost
@@ -21,6 +21,7 @@ from tessera.placement.search import SupportTable, place_collage
 from tessera.target import Target
 
 from ..ir.models import mlp
+from .context import context
 
 
 def _alternating(m: object, mask: NodeSet, target: Target) -> Cost:  # SYNTHETIC costs
@@ -39,12 +40,13 @@ def test_the_overhead_coarsens_the_plan(tmp_path: Path, overhead: float, most: i
     model = load_model(mlp())
     config = tessera.CompilationConfig.create(["onnxruntime", "torch"])
     table = SupportTable.build(model, config)
-    plan, _ = place_collage(model, table, db=CostDB(tmp_path / "c.sqlite"),
-                            measurer=ALTERNATING, partition_overhead_ms=overhead)
+    ctx = context(model, config, db=CostDB(tmp_path / "c.sqlite"), measurer=ALTERNATING)
+    plan, _ = place_collage(ctx, table, overhead)
     assert len(plan.partitions) == most
-    assert plan.stats["partition_overhead_ms"] == overhead
+    cover = plan.stats.cover
+    assert cover is not None and cover.partition_overhead_ms == overhead
     modelled = sum(float(p.cost_ms or 0) for p in plan.partitions) + overhead * most
-    assert plan.stats["modelled_ms"] == pytest.approx(modelled)
+    assert cover.modelled_ms == pytest.approx(modelled)
 
 
 def test_the_estimate_is_the_chain_minus_its_parts_per_partition() -> None:
@@ -93,6 +95,9 @@ class _SyntheticBuilder:
         self.built.append(len(plan.partitions))
         return Built(plan, (), {}, _SyntheticChain(plan, self.clock))
 
+    def release(self) -> None:
+        """Nothing is kept between builds."""
+
 
 def test_a_chain_slower_than_its_parts_is_searched_again_with_the_overhead(
         tmp_path: Path) -> None:
@@ -102,13 +107,16 @@ def test_a_chain_slower_than_its_parts_is_searched_again_with_the_overhead(
     db = CostDB(tmp_path / "c.sqlite")
     config = tessera.CompilationConfig.create(["onnxruntime", "torch"], partitioner="collage")
     builder = _SyntheticBuilder(_Clock())
-    placed = place(load_model(mlp()), config, builder=builder, measurer=ALTERNATING, db=db,
-                   clock=builder.clock)
+    tools = Tools(builder=builder, measurer=ALTERNATING, db=db, clock=builder.clock)
+    placed = place(load_model(mlp()), config, tools=tools)
     plan = placed.plan
-    assert len(plan.partitions) == 1 and plan.stats.calibration_rounds == 2
-    assert plan.stats.partition_overhead_ms == 1.0  # (12 ms chain - 6 ms parts) / 6 parts
-    assert plan.stats.measurements is not None and plan.stats.measurements > 0
+    cover, measuring = plan.stats.cover, plan.stats.measuring
+    assert cover is not None and measuring is not None
+    assert len(plan.partitions) == 1 and cover.calibration_rounds == 2
+    assert cover.partition_overhead_ms == 1.0  # (12 ms chain - 6 ms parts) / 6 parts
+    assert measuring.measurements > 0
     assert db.get_overhead(*overhead_key(config)) == 1.0
-    again = place(load_model(mlp(names="b_")), config, builder=builder,
-                  measurer=ALTERNATING, db=db, clock=builder.clock).plan
-    assert again.stats.partition_overhead_ms == 1.0 and again.stats.calibration_rounds == 1
+    again = place(load_model(mlp(names="b_")), config, tools=tools).plan
+    assert again.stats.cover is not None
+    assert again.stats.cover.partition_overhead_ms == 1.0
+    assert again.stats.cover.calibration_rounds == 1

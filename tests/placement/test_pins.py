@@ -17,7 +17,7 @@ import tessera.placement
 from tessera.cli import cli
 from tessera.errors import ConfigError, PartitionError, TesseraError
 from tessera.ir import load_model
-from tessera.placement.search import pinned_devices, resolve_pins
+from tessera.placement.search import SupportTable, pinned_devices, resolve_pins
 from tessera.target import Target
 
 from ..ir.models import mlp
@@ -177,7 +177,7 @@ def test_a_node_pinned_to_a_device_goes_to_that_devices_first_backend_that_runs_
 @pytest.mark.skipif(not BOTH, reason="needs onnxruntime and openvino")
 def test_a_named_device_pin_compiles_and_agrees_with_the_reference() -> None:
     compiled = tessera.compile(mlp(), CONFIG, pins={"re:mm.": "fast-cpu"}, verify=True)
-    table = tessera.placement.SupportTable.build(
+    table = SupportTable.build(
         compiled.model, CONFIG, pins=resolve_pins(FLOW, {"re:mm.": "fast-cpu"}, CONFIG))
     assert {FLOW.names[i]: str(t) for i, t in table.devices.items()} == {
         "mm1": "cpu -mcpu=skylake", "mm2": "cpu -mcpu=skylake"}

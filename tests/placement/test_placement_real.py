@@ -15,6 +15,7 @@ import tessera
 from tessera import backends, zoo
 from tessera.errors import PartitionError
 from tessera.placement import METADATA_KEY, Plan
+from tessera.placement.record import RivalKind
 
 TARGETS = [t for t in ("onnxruntime", "openvino", "torch")
            if backends.get(t).is_available().ok]
@@ -47,8 +48,9 @@ def test_collage_plan_runs_and_matches_the_reference(name: str) -> None:
     compiled = tessera.compile(zoo.export(name, 1), TARGETS)
     plan = compiled.plan
     assert plan.partitioner == "collage"
-    assert {"candidates", "measurements", "cache_hits", "search_seconds"} <= set(plan.stats)
-    assert plan.stats["candidates"] >= len(compiled.model.dataflow) * len(TARGETS) // 2
+    measuring, cover = plan.stats.measuring, plan.stats.cover
+    assert measuring is not None and cover is not None and cover.seconds is not None
+    assert measuring.candidates >= len(compiled.model.dataflow) * len(TARGETS) // 2
     assert all(p.cost_ms is not None and p.cost_ms > 0 for p in plan.partitions)
     assert_matches_reference(compiled, name)
     assert Plan.from_json(plan.to_json()) == plan
@@ -58,8 +60,9 @@ def test_second_compile_makes_no_measurements() -> None:
     path = zoo.export("mlp", 1)
     tessera.partition(path, TARGETS)
     again = tessera.partition(path, TARGETS)
-    assert again.stats["measurements"] == 0
-    assert again.stats["cache_hits"] == again.stats["candidates"]
+    measuring = again.stats.measuring
+    assert measuring is not None and measuring.measurements == 0
+    assert measuring.cache_hits == measuring.candidates
 
 
 def test_a_model_sharing_subgraphs_reuses_their_costs() -> None:
@@ -69,15 +72,18 @@ def test_a_model_sharing_subgraphs_reuses_their_costs() -> None:
     proto.graph.node.append(onnx.helper.make_node("Relu", [out.name], ["extra"], name="extra"))
     proto.graph.output[0].name = "extra"
     plan = tessera.partition(proto, TARGETS)
-    assert 0 < plan.stats["measurements"] < plan.stats["cache_hits"]
+    assert plan.stats.measuring is not None
+    assert 0 < plan.stats.measuring.measurements < plan.stats.measuring.cache_hits
 
 
 def test_the_guard_keeps_the_fastest_plan_end_to_end() -> None:
     plan = tessera.partition(zoo.export("mlp", 1), TARGETS)
-    timings = {k: v for k, v in plan.stats["end_to_end_ms"].items() if isinstance(v, float)}
-    assert "collage" in plan.stats["end_to_end_ms"] and "greedy" in plan.stats["end_to_end_ms"]
-    assert any(k.startswith("only ") for k in plan.stats["end_to_end_ms"])
-    assert timings[plan.stats["kept"]] == min(timings.values())
+    race = plan.stats.race
+    assert race is not None
+    timings = {r: t.ms for r, t in race.timings.items() if t.ms is not None}
+    assert {r.kind for r in race.timings} >= {RivalKind.SEARCHED, RivalKind.GREEDY,
+                                              RivalKind.SINGLE}
+    assert timings[race.kept] == min(timings.values())
 
 
 @pytest.mark.parametrize("partitioner", ["greedy", "collage"])
@@ -137,4 +143,4 @@ def test_variants_of_one_backend_compete_per_partition() -> None:
     # the search's own one-thread variant of the first may win a small partition too
     assert {str(p.target) for p in plan.partitions} <= {
         "onnxruntime", "onnxruntime -num-threads=1", variants[1]}
-    assert plan.stats["candidates"] >= 2 * 20
+    assert plan.stats.measuring is not None and plan.stats.measuring.candidates >= 2 * 20

@@ -4,6 +4,7 @@ real compiles on the user's samples checked against the reference."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,22 +17,25 @@ from tessera.config import CompilationConfig
 from tessera.config._accuracy import AccuracyBudget, AccuracyReport, Measured
 from tessera.ir import load_model
 from tessera.placement import Plan
-from tessera.placement.judge._precision import (
-    GENERATED,
+from tessera.placement.judge._budget import (
     MIN_SAVING,
     PROBE,
-    PrecisionSetup,
-    _within_budget,
     budget_used,
-    float_form,
     hopeless,
     int8_speedup_bound,
-    precision_setup,
     predicted_saving,
+)
+from tessera.placement.judge._precision import plan_with, within_budget
+from tessera.placement.judge._precision_setup import (
+    GENERATED,
+    PrecisionSetup,
+    float_form,
+    precision_setup,
     variants_of,
 )
+from tessera.placement.record import VariantRecord
 from tessera.placement.record._plan import make_partitions
-from tessera.placement.record._stats import VariantRecord
+from tessera.placement.record._rival import FP32
 from tessera.placement.search._segments import segments
 from tessera.target import Target
 
@@ -115,7 +119,7 @@ def test_a_hopeless_variant_is_neither_timed_nor_validated_past_the_probe() -> N
     compiled = tessera.compile(zoo.export(name), "openvino,onnxruntime", samples=samples,
                                accuracy="max-abs<=1e-9")
     record = compiled.plan.stats.precision
-    assert record is not None and record.status == "searched" and record.kept == "fp32"
+    assert record is not None and record.status == "searched" and record.kept == FP32
     by_target = {v.target: v for v in record.variants}
     dynamic = by_target.pop("onnxruntime -precision=int8 -int8-recipe=dynamic")
     assert dynamic.note.startswith("not tried: dynamic int8 runs convolutions as ConvInteger")
@@ -191,12 +195,12 @@ class FakeJudge:
     variant: Target
     measured: list[tuple[int, ...]]
 
-    def accuracy(self, plan: Plan) -> tuple[None, AccuracyReport, str]:
+    def accuracy(self, plan: Plan) -> tuple[object, AccuracyReport, str]:
         quantized = sorted({self.owner[n] for p in plan.partitions if p.target == self.variant
                             for n in p.nodes})
         self.measured.append(tuple(quantized))
         cosine = 1.0 - sum(self.loss[i] for i in quantized)
-        return None, AccuracyReport(4, (Measured("cosine", "y", cosine),), self.budget), ""
+        return plan, AccuracyReport(4, (Measured("cosine", "y", cosine),), self.budget), ""
 
 
 def test_the_least_sensitive_segments_stay_quantized_and_the_worst_go_back() -> None:
@@ -216,8 +220,8 @@ def test_the_least_sensitive_segments_stay_quantized_and_the_worst_go_back() -> 
                       {flow.names[n]: s.index for s in cut for n in s.nodes}, variant, [])
     fp32_of = dict.fromkeys(order, fp32_target)
     record = VariantRecord(str(variant), segments=tuple(s.index for s in cut))
-    kept, final, record = _within_budget(judge, flow, cut, fp32_of, fp32,  # type: ignore[arg-type]
-                                         variant, record)
+    kept, final, record = within_budget(
+        judge, cut, functools.partial(plan_with, flow, fp32, cut, fp32_of), variant, record)
     assert 0 not in kept and final is not None
     assert final[2].met
     assert sum(loss[i] for i in kept) <= 0.001 + 1e-12  # the cosine stays within 0.999
@@ -255,7 +259,7 @@ def test_compile_searches_precision_on_samples_within_the_budget() -> None:
     # warm: remembered, same plan
     again = tessera.compile(zoo.export(name), "onnxruntime", samples=samples,
                             accuracy="cosine>=0.999")
-    assert again.plan.stats.plan_cache is not None
+    assert again.plan.stats.source is not None and again.plan.stats.source.cache is not None
     assert [str(p.target) for p in again.plan.partitions] == \
         [str(p.target) for p in compiled.plan.partitions]
 
@@ -292,9 +296,9 @@ def test_a_dynamic_model_keeps_a_float_form_within_the_default_budget() -> None:
     accuracy = compiled.plan.stats.accuracy
     assert accuracy is not None and accuracy.met and accuracy.judges.startswith("the consensus")
     kept = {Target(str(p.target)).attrs.get("precision") for p in compiled.plan.partitions}
-    if record.kept != "fp32":  # a float form met the budget and was faster end to end
+    if record.kept != FP32:  # a float form met the budget and was faster end to end
         assert kept & {"bf16", "f16"}
-        assert record.end_to_end_ms[record.kept] < record.end_to_end_ms["fp32"]
+        assert record.end_to_end_ms[record.kept] < record.end_to_end_ms[FP32]
     exact = tessera.compile(path, "openvino", shapes={"batch": [1], "sequence": [16, 32]},
                             accuracy="exact")
     assert exact.plan.stats.precision is not None
@@ -328,14 +332,14 @@ def test_under_throughput_a_whole_int8_plan_races_its_settings_variants() -> Non
                                concurrency=2)
     record = compiled.plan.stats.precision
     assert record is not None and record.status == "searched"
-    raced = set(record.end_to_end_ms)
+    raced = {str(r) for r in record.end_to_end_ms or {}}
     int8 = Target("openvino -precision=int8")
     if str(int8) in raced and core_budget() > 1:  # it met the budget and beat fp32
         streams = Target("openvino -precision=int8 -performance-hint=throughput -num-streams=2")
         assert str(streams) in raced
     kept = [settings_base(p.target) for p in compiled.plan.partitions]
-    if record.kept != "fp32":  # the kept variant names the partition's precision target
-        assert kept == [Target(record.kept)]
+    if record.kept != FP32:  # the kept variant names the partition's precision target
+        assert kept == [record.kept.target]
     assert compiled.plan.stats.accuracy is not None and compiled.plan.stats.accuracy.met
 
 
@@ -349,7 +353,7 @@ def test_where_no_implementation_answers_the_judging_inputs_no_precision_is_trie
     def no_answers(*_: object, **__: object) -> None:
         raise ExecutionError("no implementation could compute the model's fp32 answers")
 
-    monkeypatch.setattr(_precision, "answers", no_answers)
+    monkeypatch.setattr(_precision, "reference_answers", no_answers)
     samples = _samples("mlp", 4)
     compiled = tessera.compile(zoo.export("mlp"), "onnxruntime", samples=samples,
                                accuracy="cosine>=0.999")

@@ -14,11 +14,13 @@ from tessera.ir import NodeSet, load_model
 from tessera.placement.judge._race import keep_fastest
 from tessera.placement.measure import FunctionMeasurer
 from tessera.placement.record import Cost
+from tessera.placement.record._rival import SEARCHED, Rival
 from tessera.placement.search import SupportTable, place_collage
 from tessera.placement.search._priority import TIE, tie_broken, within_noise
 from tessera.target import Target
 
 from ..ir.models import mlp
+from .context import context
 from .test_race_objective import CallerClock, FakeBuilder, _plan
 
 BOTH = all(backends.get(b).is_available().ok for b in ("onnxruntime", "openvino"))
@@ -65,8 +67,9 @@ def fake_costs(per_node: dict[str, float]):  # type: ignore[no-untyped-def]
 
 
 def _collage(targets: str, per_node: dict[str, float]) -> tessera.placement.Plan:
-    table = SupportTable.build(MODEL, tessera.CompilationConfig.create(targets))
-    plan, _ = place_collage(MODEL, table, db=None, measurer=FunctionMeasurer(fake_costs(per_node)))
+    config = tessera.CompilationConfig.create(targets)
+    ctx = context(MODEL, config, measurer=FunctionMeasurer(fake_costs(per_node)))
+    plan, _ = place_collage(ctx, SupportTable.build(MODEL, config))
     return plan
 
 
@@ -77,7 +80,7 @@ def test_collage_gives_a_tie_within_noise_to_the_earlier_listed_target() -> None
     assert set(_targets(plan).values()) == {"onnxruntime"}
     assert ("; openvino is 0.180 ms faster on these nodes alone, within noise (5%): the "
             "earlier-listed target keeps them") in plan.decisions["relu"]
-    assert plan.stats["modelled_ms"] == pytest.approx(6.0)
+    assert plan.stats.cover is not None and plan.stats.cover.modelled_ms == pytest.approx(6.0)
     assert set(_targets(_collage("openvino,onnxruntime", close)).values()) == {"openvino"}
 
 
@@ -94,12 +97,13 @@ def _race(targets: str, onnxruntime_s: float, openvino_s: float) -> str:
     clock = CallerClock()
     speeds = {1: {"onnxruntime": (onnxruntime_s,), "openvino": (openvino_s,),
                   "onnxruntime + openvino": (0.02,)}}
-    known = {"greedy": _plan(targets.split(",")[0]), "only onnxruntime": _plan("onnxruntime"),
-             "only openvino": _plan("openvino")}
+    known = {Rival.parse(name): plan for name, plan in (
+        ("greedy", _plan(targets.split(",")[0])), ("only onnxruntime", _plan("onnxruntime")),
+        ("only openvino", _plan("openvino")))}
     config = tessera.CompilationConfig.create(targets)
-    outcome = keep_fastest(MODEL, config, _plan("onnxruntime", "openvino"), known,
-                           FakeBuilder(clock, speeds, 1), None, clock=clock)
-    if outcome.kept != "collage":
+    ctx = context(MODEL, config, builder=FakeBuilder(clock, speeds, 1), clock=clock)
+    outcome = keep_fastest(ctx, _plan("onnxruntime", "openvino"), known)
+    if outcome.kept != SEARCHED:
         assert outcome.plan.decisions["n0"].startswith("first in priority; kept from the ")
     return f"{outcome.kept}: {outcome.plan.decisions['n0']}"
 

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 import tessera
 from tessera import backends
 from tessera.errors import ConfigError, InterruptedCompile
-from tessera.placement import PHASES, ProgressEvent
-from tessera.placement._progress import Reporter, time_left
+from tessera.placement import ProgressEvent
+from tessera.placement.record import PHASES, Phase
+from tessera.placement.record._progress import Reporter, time_left
 
 from ..ir.models import mlp
 
@@ -38,19 +39,19 @@ def test_the_time_left_follows_the_rate_measured_in_the_phase() -> None:
     events: list[ProgressEvent] = []
     clock = Clock()
     report = Reporter(events.append, clock=clock)
-    report.begin("measuring", 10, "onnxruntime")
+    report.begin(Phase.MEASURING, 10, "onnxruntime")
     clock.now += 2.0
-    report.advance("measuring", "onnxruntime")
+    report.advance(Phase.MEASURING, "onnxruntime")
     assert events[-1].left_s is None  # one unit timed: too few to say
     clock.now += 2.0
-    report.advance("measuring", "openvino")
+    report.advance(Phase.MEASURING, "openvino")
     assert (events[-1].phase, events[-1].done, events[-1].total) == ("measuring", 2, 10)
     assert events[-1].elapsed_s == 4.0 and events[-1].left_s == 16.0
     assert str(events[-1]) == "measuring 2/10 (openvino): 4 s, about 16 s left"
     # a new batch of the phase restarts the rate from the units it adds
-    report.begin("measuring", 20, done=10)
+    report.begin(Phase.MEASURING, 20, done=10)
     clock.now += 1.0
-    report.step("measuring", 12, 20)
+    report.step(Phase.MEASURING, 12, 20)
     assert events[-1].left_s == 4.0
 
 
@@ -71,10 +72,10 @@ def test_time_left_is_none_or_the_rate_times_the_units_left(
 def test_a_callback_of_three_arguments_follows_the_measuring_only() -> None:
     calls: list[tuple[int, int, str]] = []
     report = Reporter.of(lambda done, total, target: calls.append((done, total, target)))
-    report.begin("support")
-    report.begin("measuring", 3, "onnxruntime")
-    report.advance("measuring", "openvino")
-    report.begin("race", 2)
+    report.begin(Phase.SUPPORT)
+    report.begin(Phase.MEASURING, 3, "onnxruntime")
+    report.advance(Phase.MEASURING, "openvino")
+    report.begin(Phase.RACE, 2)
     assert calls == [(0, 3, "onnxruntime"), (1, 3, "openvino")]
 
 
@@ -134,9 +135,10 @@ def test_an_interrupt_keeps_the_best_plan_known_so_far(phase: str, at: int, kept
     np.testing.assert_allclose(compiled.run(feeds)["y"], _reference(model, feeds), rtol=1e-5)
     # never remembered: the next compile searches, and finishes
     again = tessera.compile(model, "onnxruntime,openvino", partitioner="collage")
-    assert again.plan.stats.interrupted is None and again.plan.stats.plan_cache is None
-    assert tessera.compile(model, "onnxruntime,openvino",
-                           partitioner="collage").plan.stats.plan_cache is not None
+    source = again.plan.stats.source
+    assert again.plan.stats.interrupted is None and (source is None or source.cache is None)
+    source = tessera.compile(model, "onnxruntime,openvino", partitioner="collage").plan.stats.source
+    assert source is not None and source.cache is not None
 
 
 def test_an_interrupt_while_building_is_an_interrupted_compile() -> None:

@@ -23,6 +23,7 @@ from tessera.placement.search._proposed import proposed_candidates
 from tessera.target import Target
 
 from ..ir.models import diamond, through_double
+from .context import context
 
 ORT = Target("onnxruntime")
 GELU = ("/Div", "/Erf", "/Add", "/Mul", "/Mul_1")  # the first GELU of the zoo's mlp
@@ -85,8 +86,8 @@ def test_a_measured_search_keeps_the_record_and_names_the_proposer(mlp: Model,
                                                                   tmp_path: Path) -> None:
     """Real backends measure every candidate, the proposed ones like the rest."""
     with proposer("gelu-fusion", "onnxruntime", _gelus):
-        plan, _ = place_collage(mlp, _table(mlp, "onnxruntime"),
-                                db=CostDB(tmp_path / "costs.sqlite"))
+        plan, _ = place_collage(context(mlp, db=CostDB(tmp_path / "costs.sqlite")),
+                                _table(mlp, "onnxruntime"))
     records = plan.stats.proposals
     assert records is not None and [r.status for r in records] == ["candidate"] * 2
     assert sum(len(p.nodes) for p in plan.partitions) == len(mlp.dataflow)
@@ -110,8 +111,8 @@ def test_the_decision_names_the_proposer_of_the_partition_it_kept(mlp: Model,
     SYNTHETIC = FunctionMeasurer(synthetic)
 
     with proposer("gelu-fusion", "onnxruntime", _gelus):
-        plan, _ = place_collage(mlp, _table(mlp, "onnxruntime"), measurer=SYNTHETIC,
-                                db=CostDB(tmp_path / "costs.sqlite"))
+        ctx = context(mlp, measurer=SYNTHETIC, db=CostDB(tmp_path / "costs.sqlite"))
+        plan, _ = place_collage(ctx, _table(mlp, "onnxruntime"))
     assert any(set(p.nodes) == set(GELU) for p in plan.partitions)
     for name in GELU:
         assert plan.decisions[name].endswith("; a candidate proposed by gelu-fusion (gelu)")

@@ -8,9 +8,15 @@ from typing import Any
 
 from tessera.backends import TensorSpec
 from tessera.placement import Plan
-from tessera.placement.judge import race
+from tessera.placement.judge import Rounds, race
 from tessera.placement.judge._race import rival_plans
 from tessera.placement.record._plan import Partition
+from tessera.placement.record._rival import GREEDY, Rival
+from tessera.target import Target
+
+
+def _only(target: str) -> Rival:
+    return Rival.single(Target(target))
 
 
 def _plan(target: str, ms: float | None) -> Plan:
@@ -18,21 +24,22 @@ def _plan(target: str, ms: float | None) -> Plan:
 
 
 def test_single_plans_modelled_near_the_best_are_raced_too() -> None:
-    known = {"greedy": _plan("onnxruntime", 100.0),
-             "only openvino": _plan("openvino", 110.0),  # within 15% of the best single
-             "only onnxruntime": _plan("onnxruntime", 100.0),
-             "only torch": _plan("torch", 130.0)}  # too slow to be worth timing
+    known = {GREEDY: _plan("onnxruntime", 100.0),
+             _only("openvino"): _plan("openvino", 110.0),  # within 15% of the best single
+             _only("onnxruntime"): _plan("onnxruntime", 100.0),
+             _only("torch"): _plan("torch", 130.0)}  # too slow to be worth timing
     rivals = rival_plans(_plan("openvino", 104.0), known)
-    assert list(rivals) == ["collage", "greedy", "only onnxruntime", "only openvino"]
+    assert [str(r) for r in rivals] == ["collage", "greedy", "only onnxruntime",
+                                        "only openvino"]
 
 
 def test_at_most_three_single_plans_and_failed_ones_last() -> None:
-    known = {"greedy": _plan("onnxruntime", 1.0),
-             **{f"only t{i}": _plan(f"onnxruntime -num-threads={i + 1}", 1.0 + i / 100)
-                for i in range(5)},
-             "only broken": _plan("torch", None)}
-    assert list(rival_plans(_plan("onnxruntime", 1.0), known))[2:] == [
-        "only t0", "only t1", "only t2"]
+    known = {GREEDY: _plan("onnxruntime", 1.0),
+             **{_only(f"onnxruntime -num-threads={i + 1}"): _plan(
+                 f"onnxruntime -num-threads={i + 1}", 1.0 + i / 100) for i in range(5)},
+             _only("torch"): _plan("torch", None)}
+    assert [str(r) for r in list(rival_plans(_plan("onnxruntime", 1.0), known))[2:]] == [
+        f"only onnxruntime -num-threads={i}" for i in (1, 2, 3)]
 
 
 class _Clock:
@@ -67,7 +74,7 @@ class _Sleeper:
 
 def test_the_race_times_blocks_in_rounds_and_ranks_by_latency() -> None:
     fast, slow = _Sleeper(0.002), _Sleeper(0.006)
-    timings = race({"fast": fast, "slow": slow}, rounds=3, seconds=0.02, clock=CLOCK)
+    timings = race({"fast": fast, "slow": slow}, Rounds(rounds=3, seconds=0.02, clock=CLOCK))
     assert timings == {"fast": 2.0, "slow": 6.0}
     # blocks: in each round every call of one plan comes before any of the next one's
     rounds = []
@@ -81,22 +88,22 @@ def test_the_race_times_blocks_in_rounds_and_ranks_by_latency() -> None:
 def test_a_close_race_gets_more_rounds_and_a_slowed_block_is_not_held_against_a_plan(
 ) -> None:
     far, slow = _Sleeper(0.002), _Sleeper(0.006)
-    race({"far": far, "slow": slow}, rounds=3, seconds=0.0, clock=CLOCK)
+    race({"far": far, "slow": slow}, Rounds(rounds=3, seconds=0.0, clock=CLOCK))
     assert len(far.calls) == len(slow.calls) == 4 + 3 + 3  # warm-up 2 then 1, 2 runs each
 
     # "interrupted" is as fast as "steady" but other work slowed its whole first block
     steady, interrupted = _Sleeper(0.003), _Sleeper(0.003)
     interrupted.first_calls_slow = 4
-    timings = race({"steady": steady, "interrupted": interrupted}, rounds=3, seconds=0.0,
-                   clock=CLOCK)
+    timings = race({"steady": steady, "interrupted": interrupted},
+                   Rounds(rounds=3, seconds=0.0, clock=CLOCK))
     assert len(steady.calls) == len(interrupted.calls) == 4 + 3 * 4  # close: two more rounds
     assert timings["interrupted"] == 3.0  # its quiet blocks count, not the slowed one
 
 
 def test_a_plan_without_static_inputs_is_never_fastest() -> None:
     dynamic = _Sleeper(0.0, shape=None)
-    timings = race({"dynamic": dynamic, "static": _Sleeper(0.001)}, rounds=1, seconds=0.0,
-                   clock=CLOCK)
+    timings = race({"dynamic": dynamic, "static": _Sleeper(0.001)},
+                   Rounds(rounds=1, seconds=0.0, clock=CLOCK))
     assert timings["dynamic"] == float("inf") and not dynamic.calls
     assert timings["static"] == 1.0
 

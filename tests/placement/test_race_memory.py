@@ -16,6 +16,7 @@ from tessera.placement.record._builder import Built
 from tessera.placement.record._plan import Plan
 
 from ..ir.models import mlp
+from .context import context, timings_of
 from .test_race_objective import KNOWN, SEARCHED, SPEEDS, CallerClock, FakeBuilder
 
 MODEL = load_model(mlp(hidden=64))  # a weights file of 3 KiB
@@ -46,8 +47,8 @@ class CountingBuilder(FakeBuilder):
 def _race(memory_bytes: int) -> tuple[Any, CountingBuilder]:
     config = CompilationConfig.create("onnxruntime,openvino")
     builder = CountingBuilder()
-    outcome = keep_fastest(MODEL, config, SEARCHED, KNOWN, builder, clock=builder.clock,
-                           memory_bytes=memory_bytes)
+    outcome = keep_fastest(context(MODEL, config, builder=builder, clock=builder.clock),
+                           SEARCHED, KNOWN, memory_bytes=memory_bytes)
     return outcome, builder
 
 
@@ -58,15 +59,16 @@ def test_rivals_too_large_for_memory_race_two_at_a_time() -> None:
     # the same rivals built, and the same plan kept with its build
     assert in_duels.built == together.built and len(in_duels.built) == 4
     assert together.most_alive == 4 and in_duels.most_alive == 2
-    assert bounded.kept == everything.kept == "greedy"  # OpenVINO alone is fastest
+    assert str(bounded.kept) == str(everything.kept) == "greedy"  # OpenVINO alone is fastest
     assert bounded.built is not None and bounded.built.plan == bounded.plan
     assert in_duels.alive == 1  # only the kept build is left
     # every rival has its figure, and the plan says which was kept
-    timings = bounded.timings
+    timings = timings_of(bounded)
     assert timings["only openvino"] == "same plan as greedy"
     assert all(isinstance(timings[n], float) for n in timings if n != "only openvino")
     assert timings["greedy"] == min(t for t in timings.values() if isinstance(t, float))
-    assert bounded.plan.stats.kept == "greedy"
+    assert bounded.plan.stats.race is not None
+    assert str(bounded.plan.stats.race.kept) == "greedy"
 
 
 def test_a_rival_that_fails_to_build_drops_out_of_the_duels() -> None:
@@ -79,17 +81,17 @@ def test_a_rival_that_fails_to_build_drops_out_of_the_duels() -> None:
 
     config = CompilationConfig.create("onnxruntime,openvino")
     builder = Failing()
-    outcome = keep_fastest(MODEL, config, SEARCHED, KNOWN, builder, clock=builder.clock,
-                           memory_bytes=ONE)
-    assert outcome.timings["collage"] == "failed to build: compile failed: boom"
-    assert outcome.kept == "greedy" and builder.most_alive == 2
+    outcome = keep_fastest(context(MODEL, config, builder=builder, clock=builder.clock),
+                           SEARCHED, KNOWN, memory_bytes=ONE)
+    assert timings_of(outcome)["collage"] == "failed to build: compile failed: boom"
+    assert str(outcome.kept) == "greedy" and builder.most_alive == 2
 
 
 def test_rivals_whose_weights_alone_exceed_the_budget_are_built_one_at_a_time() -> None:
     everything, together = _race(memory_bytes=1 << 40)
     alone, solo = _race(memory_bytes=0)
     assert solo.most_alive == 1  # never two builds at once
-    assert alone.kept == everything.kept == "greedy"
+    assert str(alone.kept) == str(everything.kept) == "greedy"
     assert alone.built is not None and alone.built.plan == alone.plan
     assert solo.alive == 1  # the winner's build, and nothing else
     # each rival built once to be timed, and the winner (not the last built) once more
@@ -97,6 +99,6 @@ def test_rivals_whose_weights_alone_exceed_the_budget_are_built_one_at_a_time() 
         "onnxruntime + openvino", "openvino", "onnxruntime",
         "onnxruntime -execution-mode=parallel"]
     assert solo.built[4:] == ["openvino"]  # greedy: OpenVINO alone
-    timings = alone.timings
+    timings = timings_of(alone)
     assert all(isinstance(timings[n], float) for n in timings if n != "only openvino")
     assert timings["greedy"] == min(t for t in timings.values() if isinstance(t, float))

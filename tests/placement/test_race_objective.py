@@ -29,13 +29,15 @@ from tessera.config import CompilationConfig, Objective
 from tessera.errors import ExecutionError
 from tessera.ir import Model, load_model
 from tessera.placement import CostDB, Plan
-from tessera.placement.judge import race, race_throughput
+from tessera.placement.judge import Rounds, race, race_throughput
 from tessera.placement.judge._race import RaceOutcome, keep_fastest
 from tessera.placement.record._builder import Built
 from tessera.placement.record._plan import Partition
 from tessera.placement.record._remembered import latency_key
+from tessera.placement.record._rival import Rival
 
 from ..ir.models import mlp
+from .context import context, ips_of, timings_of
 
 
 class CallerClock:
@@ -96,6 +98,9 @@ class FakeBuilder:
         runnable = FakeRunnable(self.clock, self.speeds.get(name, (2.0 ** -5,)))
         return Built(plan, (None,) * len(plan.partitions), {}, runnable)
 
+    def release(self) -> None:
+        """Nothing is kept between builds."""
+
 
 MODEL = load_model(mlp())
 TAIL = (2.0 ** -12,) * 15 + (2.0 ** -7,)  # 0.24 ms a call, and every 16th 7.8 ms
@@ -114,15 +119,16 @@ def _plan(*targets: str) -> Plan:
 
 
 SEARCHED = _plan("onnxruntime", "openvino")
-KNOWN = {"greedy": _plan("openvino"), "only onnxruntime": _plan("onnxruntime"),
-         "only openvino": _plan("openvino")}
+KNOWN = {Rival.parse(name): plan for name, plan in (
+    ("greedy", _plan("openvino")), ("only onnxruntime", _plan("onnxruntime")),
+    ("only openvino", _plan("openvino")))}
 
 
 def _race(db: CostDB | None = None, **options: Any) -> tuple[RaceOutcome, FakeBuilder]:
     config = CompilationConfig.create("onnxruntime,openvino", **options)
     builder = FakeBuilder(CallerClock(), SPEEDS, config.options.concurrency)
-    outcome = keep_fastest(MODEL, config, SEARCHED, KNOWN, builder, db,
-                           clock=builder.clock)
+    outcome = keep_fastest(context(MODEL, config, builder=builder, db=db, clock=builder.clock),
+                           SEARCHED, KNOWN)
     return outcome, builder
 
 
@@ -167,48 +173,51 @@ def test_a_caller_that_fails_fails_the_timer_without_hanging_the_others() -> Non
 def test_the_throughput_race_ranks_by_inferences_per_second() -> None:
     clock = CallerClock()
     fast, tail = FakeRunnable(clock, (2.0 ** -10,)), FakeRunnable(clock, TAIL)
-    served = race_throughput({"fast": fast, "tail": tail}, 4, percentile=99, rounds=2,
-                             seconds=0.05, clock=clock)
+    served = race_throughput({"fast": fast, "tail": tail}, Rounds(
+        rounds=2, seconds=0.05, percentile=99, concurrency=4, clock=clock))
     assert served["fast"].per_second == 4096 and served["fast"].latency_ms == \
         pytest.approx(0.9766)
     assert served["tail"].per_second == pytest.approx(4 * 16 / (47 * 2.0 ** -12), rel=0.02)
     assert served["tail"].latency_ms == pytest.approx(7.8125)  # p99: the tail
-    alone = race({"fast": fast, "tail": tail}, rounds=1, seconds=0.05, clock=clock)
+    alone = race({"fast": fast, "tail": tail}, Rounds(rounds=1, seconds=0.05, clock=clock))
     assert alone == {"fast": pytest.approx(0.9766), "tail": pytest.approx(0.2441)}
 
 
 # -- keep_fastest under each objective -----------------------------------------------------
 def test_latency_keeps_the_fastest_alone_and_throughput_the_most_served() -> None:
     latency, _ = _race()
-    assert latency.kept == "greedy"  # OpenVINO alone: 0.49 ms a call
-    assert latency.objective == Objective() and latency.throughput_ips == {}
-    assert latency.plan.stats.objective == Objective()
-    assert latency.plan.stats.throughput_ips is None
+    assert str(latency.kept) == "greedy"  # OpenVINO alone: 0.49 ms a call
+    assert latency.record.objective == Objective() and ips_of(latency) == {}
+    assert latency.plan.stats.race is not None
+    assert latency.plan.stats.race.objective == Objective()
+    assert not latency.plan.stats.race.throughput_ips
 
     served, _ = _race(objective="throughput", concurrency=4)
-    assert served.kept == "only onnxruntime"
-    ips = served.throughput_ips
+    assert str(served.kept) == "only onnxruntime"
+    ips = ips_of(served)
     assert ips["only onnxruntime"] > ips["greedy"] == 4096 > ips["collage"] == 1024
-    assert served.timings["greedy"] == pytest.approx(0.9766)  # ms a call, the median
-    assert served.timings["only openvino"] == "same plan as greedy"
-    assert served.plan.stats.objective == Objective("throughput", 50, 4)
-    assert served.plan.stats.kept == "only onnxruntime"
-    assert dict(served.plan.stats.throughput_ips or {}) == dict(ips)
+    assert timings_of(served)["greedy"] == pytest.approx(0.9766)  # ms a call, the median
+    assert timings_of(served)["only openvino"] == "same plan as greedy"
+    raced = served.plan.stats.race
+    assert raced is not None and raced.objective == Objective("throughput", 50, 4)
+    assert str(raced.kept) == "only onnxruntime"
+    assert {str(r): v for r, v in raced.throughput_ips.items()} == ips
     assert served.plan.decisions["n0"].endswith(
         "kept from the only onnxruntime plan, most inferences per second end to end "
         "(throughput at concurrency 4)")
     assert served.searched_ms is None  # calibration compares single calls only
     again = Plan.from_json(served.plan.to_json())
-    assert again.stats.objective == served.plan.stats.objective
-    assert again.stats.throughput_ips == served.plan.stats.throughput_ips
+    assert again.stats.race is not None
+    assert again.stats.race.objective == raced.objective
+    assert again.stats.race.throughput_ips == raced.throughput_ips
 
 
 def test_a_plan_over_the_latency_budget_is_not_kept() -> None:
     free, _ = _race(objective="throughput", concurrency=4, latency_percentile=99)
-    assert free.kept == "only onnxruntime"
+    assert str(free.kept) == "only onnxruntime"
     within, _ = _race(objective="throughput", concurrency=4, latency_percentile=99,
                       latency_budget=2)
-    assert within.kept == "greedy"  # ONNX Runtime serves more, with a 7.8 ms tail
+    assert str(within.kept) == "greedy"  # ONNX Runtime serves more, with a 7.8 ms tail
     assert "most inferences per second" in within.plan.decisions["n0"]
     line = end_to_end_line(within.plan.stats)
     assert line is not None
@@ -220,17 +229,17 @@ def test_a_plan_over_the_latency_budget_is_not_kept() -> None:
 
     none_within, _ = _race(objective="throughput", concurrency=4, latency_percentile=99,
                            latency_budget=0.5)
-    assert none_within.kept == "greedy"  # the lowest latency of all, though over
+    assert str(none_within.kept) == "greedy"  # the lowest latency of all, though over
     assert "though over the latency budget" in none_within.plan.decisions["n0"]
 
 
 def test_a_latency_percentile_names_the_figure_compared() -> None:
     tail, _ = _race(latency_percentile=99)
-    assert tail.kept == "greedy" and tail.searched_ms is None
+    assert str(tail.kept) == "greedy" and tail.searched_ms is None
     line = end_to_end_line(tail.plan.stats)
     assert line is not None and line.startswith("end to end (p99 latency): collage ")
     median, _ = _race()
-    assert median.searched_ms == median.timings["collage"] == pytest.approx(1.9531)
+    assert median.searched_ms == timings_of(median)["collage"] == pytest.approx(1.9531)
     line = end_to_end_line(median.plan.stats)
     assert line is not None and line.startswith("end to end (median latency): collage 1.953 ms")
 
@@ -258,7 +267,7 @@ def test_a_warm_race_recalls_the_figures_of_its_own_objective_only(tmp_path: Pat
     assert "onnxruntime" in builder.built  # every rival built and timed
     warm, builder = _race(db, objective="throughput", concurrency=4)
     assert builder.built == [] and warm.built is None
-    assert warm.throughput_ips == cold.throughput_ips and warm.timings == cold.timings
-    assert warm.kept == cold.kept
+    assert ips_of(warm) == ips_of(cold) and timings_of(warm) == timings_of(cold)
+    assert str(warm.kept) == str(cold.kept)
     latency, builder = _race(db)  # a latency race never reads throughput figures
-    assert "onnxruntime" in builder.built and latency.kept == "greedy"
+    assert "onnxruntime" in builder.built and str(latency.kept) == "greedy"

@@ -14,6 +14,7 @@ from tessera.backends import Backend
 from tessera.backends._threads import ThreadPolicy, core_budget
 from tessera.config import Objective
 from tessera.placement import Plan
+from tessera.placement.record import Rival
 from tessera.placement.record._plan import Partition
 from tessera.placement.search._settings import (
     MAX_VARIANTS,
@@ -120,13 +121,14 @@ def _plan(*targets: str) -> Plan:
 
 
 def test_whole_model_plans_get_variants_each_target_once() -> None:
-    rivals = {"collage": _plan("onnxruntime", "openvino"), "greedy": _plan("onnxruntime"),
-              "only onnxruntime": _plan("onnxruntime"), "only reference": _plan("reference"),
-              "only onnxruntime -num-threads=2": _plan("onnxruntime -num-threads=2")}
+    named = {"collage": _plan("onnxruntime", "openvino"), "greedy": _plan("onnxruntime"),
+             "only onnxruntime": _plan("onnxruntime"), "only reference": _plan("reference"),
+             "only onnxruntime -num-threads=2": _plan("onnxruntime -num-threads=2")}
+    rivals = {Rival.parse(name): plan for name, plan in named.items()}
     raced = with_setting_variants(rivals, Objective())
-    assert list(raced) == [*rivals, "only onnxruntime -execution-mode=parallel"]
-    variant = raced["only onnxruntime -execution-mode=parallel"]
+    assert [str(r) for r in raced] == [*named, "only onnxruntime -execution-mode=parallel"]
+    variant = raced[Rival.parse("only onnxruntime -execution-mode=parallel")]
     assert [str(p.target) for p in variant.partitions] == [
         "onnxruntime -execution-mode=parallel"]
-    assert variant.partitions[0].nodes == rivals["greedy"].partitions[0].nodes
-    assert variant.cost_ms == rivals["greedy"].cost_ms  # modelled as the plan it varies
+    assert variant.partitions[0].nodes == named["greedy"].partitions[0].nodes
+    assert variant.cost_ms == named["greedy"].cost_ms  # modelled as the plan it varies

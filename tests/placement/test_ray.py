@@ -14,7 +14,8 @@ import pytest
 
 import tessera
 from tessera.errors import MeasuringError
-from tessera.placement import CostDB, ProgressEvent
+from tessera.placement import CostDB, ProgressEvent, Tools
+from tessera.placement.record import Rival, RivalKind
 
 from ..ir.models import mlp
 from ..reliability import faulty_backends
@@ -73,7 +74,8 @@ def _compile(cluster: Any, measure_on: str, **options: Any) -> Any:
 def test_candidates_go_only_to_matching_nodes_and_the_plan_uses_their_costs(
         cluster: Any, db: CostDB) -> None:
     compiled = _compile(cluster, C6I)
-    stats = compiled.plan.stats
+    stats = compiled.plan.stats.measuring
+    assert stats is not None
     machines = _machines(db)
     assert stats.measurements and sum(machines.values()) == stats.measurements
     assert set(machines) <= {"c6i-a", "c6i-b"}  # never the jetson node, nor this machine
@@ -83,21 +85,23 @@ def test_candidates_go_only_to_matching_nodes_and_the_plan_uses_their_costs(
     # the plan's costs are theirs
     db.forget_plans()
     again = _compile(cluster, C6I).plan
-    assert again.stats.measurements == 0 and again.stats.cache_hits
+    assert again.stats.measuring is not None
+    assert again.stats.measuring.measurements == 0 and again.stats.measuring.cache_hits
     recorded = {r.cost.ms for r in db.records()}
     assert all(p.cost_ms in recorded for p in again.partitions)
     # this machine's own search has none of them: it measures here
     db.forget_plans()
     local = tessera.compile(mlp(), "onnxruntime", partitioner="collage").plan
-    assert local.stats.measurements == stats.measurements
+    assert local.stats.measuring is not None
+    assert local.stats.measuring.measurements == stats.measurements
 
 
 @pytest.mark.parametrize("measure_on, machine", [("tessera.machine=jetson", "jetson-1"),
                                                  ("c6i-b", "c6i-b")])
 def test_a_custom_resource_or_a_machine_fingerprint_selects_nodes(
         cluster: Any, db: CostDB, measure_on: str, machine: str) -> None:
-    stats = _compile(cluster, measure_on).plan.stats
-    assert _machines(db) == {machine: stats.measurements}
+    stats = _compile(cluster, measure_on).plan.stats.measuring
+    assert stats is not None and _machines(db) == {machine: stats.measurements}
 
 
 def test_no_matching_node_is_a_measuring_error(cluster: Any, db: CostDB) -> None:
@@ -131,8 +135,9 @@ def test_a_node_leaving_mid_search_loses_and_duplicates_no_record(cluster: Any,
     compiled = tessera.compile(mlp(), "onnxruntime", partitioner="collage", measure="ray",
                                ray_address=cluster.address, measure_on="tessera.machine=edge",
                                progress=_removing(cluster, edge[1], 3))
-    stats = compiled.plan.stats
+    stats = compiled.plan.stats.measuring
     records = list(db.records())
+    assert stats is not None
     assert len(records) == stats.measurements  # each measured candidate kept once
     assert len({(r.tuning_key, r.structure) for r in records}) == len(records)
     assert {"edge-1"} <= set(_machines(db)) <= {"edge-1", "edge-2"}
@@ -160,9 +165,10 @@ def test_a_crashing_backend_on_a_node_only_loses_its_candidates(
     compiled = tessera.compile(mlp(), "test-segfault,onnxruntime", partitioner="collage",
                                measure="ray", ray_address=cluster.address,
                                measure_on="tessera.machine=jetson", isolate=isolate)
-    stats = compiled.plan.stats
+    stats = compiled.plan.stats.measuring
+    assert stats is not None
     assert any(reason in e.reason and "softmax" in e.nodes and e.fault == "crashed"
-               for e in stats.invalid_examples or ()), stats.invalid_examples
+               for e in stats.invalid_examples), stats.invalid_examples
     softmax = next(p for p in compiled.plan.partitions if "softmax" in p.nodes)
     assert softmax.kind == "onnxruntime"
     assert set(_machines(db)) == {"jetson-1"}
@@ -198,8 +204,8 @@ def test_a_node_without_the_weights_gets_them_once_through_the_object_store(
     compiled = tessera.compile(model, "onnxruntime", partitioner="collage", measure="ray",
                                ray_address=cluster.address,
                                measure_on="tessera.machine=remote")
-    stats = compiled.plan.stats
-    assert stats.measurements and not stats.invalid
+    stats = compiled.plan.stats.measuring
+    assert stats is not None and stats.measurements and not stats.invalid
     assert _machines(db) == {"remote-1": stats.measurements}
     entries = [p for p in (own / "weights").iterdir() if (p / "weights.bin").is_file()]
     assert len(entries) == 1  # received once, for every candidate
@@ -209,10 +215,12 @@ def test_the_race_and_the_guard_run_on_the_measuring_node(cluster: Any, db: Cost
     compiled = tessera.compile(mlp(), "onnxruntime,openvino", partitioner="collage",
                                measure="ray", ray_address=cluster.address, measure_on="c6i-b")
     stats = compiled.plan.stats
-    assert stats.raced_on == "c6i-b"  # the node the costs came from, not this machine
-    assert stats.end_to_end_ms and stats.kept in stats.end_to_end_ms
-    assert isinstance(stats.end_to_end_ms["collage"], float)
-    assert stats.numeric_guard == "passed"  # checked there, so not here again
+    race = stats.race
+    assert race is not None
+    assert race.raced_on == "c6i-b"  # the node the costs came from, not this machine
+    assert race.kept in race.timings
+    assert race.ms(Rival(RivalKind.SEARCHED)) is not None
+    assert stats.guard_passed  # checked there, so not here again
     assert set(_machines(db)) == {"c6i-b"}
     expected = tessera.compile(mlp(), "reference").run(_feeds())["y"]
     np.testing.assert_allclose(compiled.run(_feeds())["y"], expected, rtol=1e-5, atol=1e-6)
@@ -251,15 +259,18 @@ def test_a_race_whose_node_dies_keeps_the_searched_plan_and_says_why(
     config = CompilationConfig.create("onnxruntime,openvino", partitioner="collage",
                                       measure="ray", ray_address=cluster.address,
                                       measure_on=C6I)
-    placed = place(model, config, builder=CrashingOnNodes(), build=True)
+    placed = place(model, config, tools=Tools(builder=CrashingOnNodes()), build=True)
     stats = placed.plan.stats
-    assert stats.kept == "collage" and stats.raced_on is None
-    why = (stats.end_to_end_ms or {})["collage"]
-    assert isinstance(why, str) and why.startswith("not raced: the race on the measuring "
-                                                   "nodes failed (c6i-")
-    assert stats.numeric_guard == "passed"  # the guard ran here instead
+    race = stats.race
+    searched = Rival(RivalKind.SEARCHED)
+    assert race is not None and race.kept == searched and race.raced_on is None
+    why = race.timings[searched].reason
+    assert why is not None and why.startswith("not raced: the race on the measuring "
+                                              "nodes failed (c6i-")
+    assert stats.guard_passed  # the guard ran here instead
     assert placed.built is not None and placed.built.runnable is not None
     expected = tessera.compile(mlp(), "reference").run(_feeds())["y"]
     np.testing.assert_allclose(placed.built.runnable.run(_feeds())["y"], expected,
                                rtol=1e-5, atol=1e-6)
-    assert sum(_machines(db).values()) == stats.measurements  # no record lost to the crash
+    assert stats.measuring is not None
+    assert sum(_machines(db).values()) == stats.measuring.measurements  # none lost to the crash

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from tessera.ir import load_model, members
-from tessera.placement.record._stats import CoarseRecord, SearchStats
+from tessera.placement.record import CoarseRecord, SearchStats
 from tessera.placement.search._regions import (
     SLOW,
     SLOW_AFTER,

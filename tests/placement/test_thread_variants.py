@@ -21,6 +21,7 @@ from tessera.placement.search._threads import SMALL_MS, base_target, one_thread
 from tessera.target import Target
 
 from ..ir.models import mlp
+from .context import context
 
 
 def _synthetic(base_ms: float, one_thread_ms: float):  # type: ignore[no-untyped-def]
@@ -37,34 +38,37 @@ def _place(tmp_path: Path, targets: list[str], base_ms: float, one_ms: float,  #
     from tessera.placement.search._pins import resolve_pins
 
     model = load_model(mlp())
-    table = SupportTable.build(model, tessera.CompilationConfig.create(targets), None,
-                               resolve_pins(model.dataflow, pins))
-    plan, _ = place_collage(model, table, db=CostDB(tmp_path / "c.sqlite"),
-                            measurer=FunctionMeasurer(_synthetic(base_ms, one_ms)))
+    config = tessera.CompilationConfig.create(targets)
+    table = SupportTable.build(model, config, None, resolve_pins(model.dataflow, pins))
+    ctx = context(model, config, db=CostDB(tmp_path / "c.sqlite"),
+                  measurer=FunctionMeasurer(_synthetic(base_ms, one_ms)))
+    plan, _ = place_collage(ctx, table)
     return plan
 
 
 def test_a_small_partition_faster_on_one_thread_keeps_that_variant(tmp_path: Path) -> None:
     plan = _place(tmp_path, ["onnxruntime"], 0.01, 0.005)
     assert [str(p.target) for p in plan.partitions] == ["onnxruntime -num-threads=1"]
-    assert plan.stats["one_thread_partitions"] == 1
+    cover = plan.stats.cover
+    assert cover is not None and cover.one_thread_partitions == 1
     assert "cheaper than onnxruntime" in next(iter(plan.decisions.values()))
     # the modelled cost is the plan's as kept, not the search's before the variant
-    overhead = float(plan.stats["partition_overhead_ms"])
-    assert plan.stats["modelled_ms"] == pytest.approx(
+    assert cover.partition_overhead_ms is not None
+    overhead = cover.partition_overhead_ms
+    assert cover.modelled_ms == pytest.approx(
         sum(float(p.cost_ms) for p in plan.partitions) + overhead * len(plan.partitions))
 
 
 def test_the_variant_is_dropped_when_it_measures_slower(tmp_path: Path) -> None:
     plan = _place(tmp_path, ["onnxruntime"], 0.01, 0.02)
     assert [str(p.target) for p in plan.partitions] == ["onnxruntime"]
-    assert plan.stats["one_thread_partitions"] == 0
+    assert plan.stats.cover is not None and plan.stats.cover.one_thread_partitions == 0
 
 
 def test_large_partitions_and_user_thread_counts_are_left_alone(tmp_path: Path) -> None:
     large = _place(tmp_path, ["onnxruntime"], SMALL_MS, 0.001)
     assert [str(p.target) for p in large.partitions] == ["onnxruntime"]
-    assert "one_thread_partitions" not in large.stats
+    assert large.stats.cover is None or large.stats.cover.one_thread_partitions is None
     assert one_thread(Target("onnxruntime -num-threads=2")) is None
     assert one_thread(Target("torch")) is None  # torch's count is process-wide
 
@@ -103,7 +107,8 @@ def test_a_real_compile_tries_the_variant_and_matches_the_reference(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TESSERA_COST_DB", str(tmp_path / "c.sqlite"))
     compiled = tessera.compile(mlp(), ["onnxruntime"], partitioner="collage")
-    assert "one_thread_partitions" in compiled.plan.stats  # the mlp is far below SMALL_MS
+    cover = compiled.plan.stats.cover
+    assert cover is not None and cover.one_thread_partitions is not None  # far below SMALL_MS
     feeds = {"x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
     want = backends.get("reference").compile(mlp()).run(feeds)["y"]
     np.testing.assert_allclose(compiled.run(feeds)["y"], want, rtol=1e-5, atol=1e-6)

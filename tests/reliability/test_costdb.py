@@ -93,7 +93,7 @@ import tessera
 from tessera import zoo
 compiled = tessera.compile(zoo.export("mlp", 1), sys.argv[1], partitioner="collage")
 target = str(compiled.plan.partitions[0].target)
-print(json.dumps({"target": target, "measured": compiled.plan.stats["measurements"]}))
+print(json.dumps({"target": target, "measured": compiled.plan.stats.measuring.measurements}))
 """
 
 

@@ -59,9 +59,9 @@ def test_compile_records_the_plan_accuracy_on_the_validation_samples(tmp_path: P
         float(np.max(np.abs(g["y"].astype(np.float64) - w["y"])))
         for g, w in zip(got, want, strict=True))
     assert report.value("max-abs", "y") < 1e-5 and report.value("top1", "y") == 1.0
-    # the mapping view is plain JSON, and the plan round-trips with it
-    assert compiled.plan.stats["accuracy"]["budget"] == "cosine>=0.999,top1>=0.99"
-    assert compiled.plan.stats["accuracy"]["met"] is True
+    # the JSON form is plain, and the plan round-trips with it
+    assert compiled.plan.stats.to_dict()["accuracy"]["budget"] == "cosine>=0.999,top1>=0.99"
+    assert compiled.plan.stats.to_dict()["accuracy"]["met"] is True
     again = Plan.from_json(compiled.plan.to_json())
     assert again.stats.accuracy == report
     # an artifact keeps it
@@ -89,11 +89,12 @@ def test_samples_leave_the_remembered_plan_and_its_key_alone() -> None:
     plain = tessera.partition(model, "onnxruntime,reference", partitioner="collage")
     measured = tessera.partition(model, "onnxruntime,reference", partitioner="collage",
                                  samples=_samples(2))
-    assert measured.stats.plan_key == plain.stats.plan_key
+    assert measured.stats.source is not None and plain.stats.source is not None
+    assert measured.stats.source.key == plain.stats.source.key
     assert measured.partitions == plain.partitions
-    assert plain.stats.accuracy is None and "accuracy" not in plain.stats
+    assert plain.stats.accuracy is None and "accuracy" not in plain.stats.to_dict()
     assert measured.stats.accuracy is not None and measured.stats.accuracy.met is None
-    assert measured.stats.plan_cache is not None  # the second partition was remembered
+    assert measured.stats.source.cache is not None  # the second partition was remembered
 
 
 def test_bad_samples_fail_before_any_placement() -> None:

@@ -4,7 +4,8 @@ budget."""
 
 from tessera.placement.judge._guard import guard
 from tessera.placement.judge._precision import search_precision
-from tessera.placement.judge._race import RaceOutcome, Served, keep_fastest, race, race_throughput
+from tessera.placement.judge._race import RaceOutcome, keep_fastest
+from tessera.placement.judge._timing import Rounds, Served, race, race_throughput
 
-__all__ = ["RaceOutcome", "Served", "guard", "keep_fastest", "race", "race_throughput",
+__all__ = ["RaceOutcome", "Rounds", "Served", "guard", "keep_fastest", "race", "race_throughput",
            "search_precision"]

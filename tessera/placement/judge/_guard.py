@@ -18,10 +18,9 @@ from tessera.backends._inputs import random_inputs
 from tessera.errors import TesseraError
 from tessera.ir import Model, extract_submodel
 from tessera.oracle import Disagreement, Oracle, disagreement, judge, narrow
-from tessera.placement.measure._points import Points
+from tessera.placement._context import PlacementContext
 from tessera.placement.record._phase import Phase
 from tessera.placement.record._plan import Plan
-from tessera.placement.record._progress import ProgressLike, Reporter
 from tessera.placement.search._support import FALLBACK
 from tessera.target import Target
 
@@ -130,44 +129,39 @@ class GuardReport:
     seen: tuple[Disagreement, ...]  # every disagreement recorded, bans' evidence first
 
 
-def guard(model: Model, plan: Plan, parts: Sequence[Compiled | None],
-          points: Points | None = None, progress: ProgressLike | None = None) -> GuardReport:
+def guard(ctx: PlacementContext, plan: Plan, parts: Sequence[Compiled | None]) -> GuardReport:
     """The guard over the partitions that were built; a model with symbolic dimensions is
     checked at every point of its profile."""
     findings: dict[int, Finding] = {}
     seen: list[Disagreement] = []
-    dynamic = points is not None and points.dynamic
+    points = ctx.points
     checked = [i for i, (part, compiled) in enumerate(zip(plan.partitions, parts, strict=True))
                if compiled is not None and part.kind != FALLBACK.kind.name
                and not lowered(part.target)]
-    report = Reporter.of(progress)
-    report.begin(Phase.GUARD, len(checked))
-    for i, (part, compiled) in enumerate(zip(plan.partitions, parts, strict=True)):
-        if i not in checked or compiled is None:
-            continue
-        for index, (point, _) in enumerate(points.views if points is not None and dynamic
-                                           else ((None, model),)):
-            shapes = points.shapes(index, part.inputs) if points is not None and dynamic \
-                else None
-            check = check_partition(model, part.nodes, compiled, shapes)
+    ctx.progress.begin(Phase.GUARD, len(checked))
+    for i in checked:
+        part, compiled = plan.partitions[i], parts[i]
+        assert compiled is not None
+        for index, (point, _) in enumerate(points.views):
+            shapes = points.shapes(index, part.inputs) if points.dynamic else None
+            check = check_partition(ctx.model, part.nodes, compiled, shapes)
             seen += check.seen
             if check.finding is not None:
                 finding = check.finding
-                if point is not None:
+                if points.dynamic:
                     finding = Finding(finding.nodes, f"{finding.reason} (at {point})",
                                       finding.evidence)
                 findings[i] = finding
                 break
-        report.advance(Phase.GUARD, str(part.target))
+        ctx.progress.advance(Phase.GUARD, str(part.target))
     evidence = [f.evidence for f in findings.values() if f.evidence is not None]
     return GuardReport(findings, (*evidence, *seen))
 
 
-def guard_verdicts(model: Model, plan: Plan, parts: Sequence[Compiled | None],
-                   points: Points | None = None, progress: ProgressLike | None = None
+def guard_verdicts(ctx: PlacementContext, plan: Plan, parts: Sequence[Compiled | None]
                    ) -> dict[int, str]:
     """Partition index -> why the guard gives (some of) it back."""
-    return {i: f.reason for i, f in guard(model, plan, parts, points, progress).findings.items()}
+    return {i: f.reason for i, f in guard(ctx, plan, parts).findings.items()}
 
 
 __all__ = ["Check", "Finding", "GuardReport", "check_partition", "guard", "guard_verdicts",

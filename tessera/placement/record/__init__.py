@@ -1,5 +1,6 @@
-"""The record of a placement: the plan and its partitions, the search's statistics, the
-progress events a compile reports, the cost database, and the plans it remembers."""
+"""The record of a placement: the plan and its partitions, the search's statistics and the
+records they are made of, the rival plans of a race, the progress events a compile reports,
+the cost database, and the plans it remembers."""
 
 from tessera.placement.record._builder import Builder, Built, Runnable
 from tessera.placement.record._costdb import Cost, CostDB, Record
@@ -11,33 +12,30 @@ from tessera.placement.record._progress import (
     ProgressEvent,
     ProgressLike,
 )
-from tessera.placement.record._stats import (
+from tessera.placement.record._records import (
+    CoarseRecord,
     InterruptRecord,
     InvalidCandidate,
     PrecisionRecord,
     ProposalRecord,
+    ShapesRecord,
+    VariantRecord,
+)
+from tessera.placement.record._rival import Rival, RivalKind
+from tessera.placement.record._stats import (
+    CoverStats,
+    GuardRecord,
+    GuardVerdict,
+    MeasuringStats,
+    PlanSource,
+    RaceRecord,
     SearchStats,
+    Timing,
 )
 
-__all__ = [
-    "PHASES",
-    "Builder",
-    "Built",
-    "Cost",
-    "CostDB",
-    "InterruptRecord",
-    "InvalidCandidate",
-    "MeasuringCallback",
-    "Partition",
-    "Phase",
-    "Plan",
-    "PrecisionRecord",
-    "Progress",
-    "ProgressEvent",
-    "ProgressLike",
-    "ProposalRecord",
-    "Record",
-    "Runnable",
-    "SearchStats",
-    "make_partitions",
-]
+__all__ = ["PHASES", "Builder", "Built", "CoarseRecord", "Cost", "CostDB", "CoverStats",
+           "GuardRecord", "GuardVerdict", "InterruptRecord", "InvalidCandidate",
+           "MeasuringCallback", "MeasuringStats", "Partition", "Phase", "Plan", "PlanSource",
+           "PrecisionRecord", "Progress", "ProgressEvent", "ProgressLike", "ProposalRecord",
+           "RaceRecord", "Record", "Rival", "RivalKind", "Runnable", "SearchStats",
+           "ShapesRecord", "Timing", "VariantRecord", "make_partitions"]

@@ -16,13 +16,6 @@ from tessera.target import Target
 
 Banned = Mapping[str, Mapping[str, str]]  # node name -> target string -> why it is excluded
 
-GREEDY_RIVAL = "greedy"  # the greedy plan's name among the known plans and the rivals
-
-
-def single_rival(target: object) -> str:
-    """The name of the plan that runs everything on `target` alone, among the rivals."""
-    return f"only {target}"
-
 
 @dataclass(frozen=True)
 class Partition:

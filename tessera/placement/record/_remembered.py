@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from tessera import backends
 from tessera._private.version import __version__
@@ -17,7 +18,12 @@ from tessera.errors import PartitionError
 from tessera.ir import Model
 from tessera.placement.record._costdb import CostDB, fingerprint
 from tessera.placement.record._plan import Banned, Plan
-from tessera.placement.record._stats import GUARD_PASSED
+from tessera.placement.record._stats import (
+    CoverStats,
+    GuardVerdict,
+    MeasuringStats,
+    PlanSource,
+)
 from tessera.target import Target
 
 
@@ -53,13 +59,17 @@ def recall(db: CostDB, key: str) -> Plan | None:
     except PartitionError:  # unreadable: search again, and the search overwrites it
         return None
     # nothing measured: every candidate's cost is known, through the plan they made
-    return plan.with_stats(measurements=0, cache_hits=plan.stats.candidates or 0,
-                           measure_seconds=0.0, search_seconds=0.0,
-                           plan_cache="hit: the search was skipped", plan_key=key)
+    stats = plan.stats
+    priced = stats.measuring.candidates if stats.measuring is not None else 0
+    return plan.with_stats(
+        measuring=replace(stats.measuring or MeasuringStats(), measurements=0,
+                          cache_hits=priced, seconds=0.0),
+        cover=replace(stats.cover or CoverStats(), seconds=0.0),
+        source=PlanSource(key, "hit: the search was skipped"))
 
 
 def remember(db: CostDB, key: str, plan: Plan) -> Plan:
-    plan = plan.with_stats(plan_key=key)
+    plan = plan.with_stats(source=replace(plan.stats.source or PlanSource(), key=key))
     db.put_plan(key, plan.to_json(indent=None))
     return plan
 
@@ -68,12 +78,13 @@ def remember_guard_passed(db: CostDB, plan: Plan) -> Plan:
     """Record that the numeric guard passed the plan's partitions, in the remembered plan
     too: a warm compile then skips the guard (the verdict is on the structure and the
     backends; weights of the same structure are trusted alike)."""
-    plan = plan.with_stats(numeric_guard=GUARD_PASSED)
-    key = plan.stats.plan_key
+    plan = replace(plan, stats=plan.stats.with_guard(verdict=GuardVerdict.PASSED))
+    key = plan.stats.source.key if plan.stats.source is not None else None
     text = db.get_plan(key) if key is not None else None
     if key is not None and text is not None:
         remembered = Plan.from_json(text)
-        db.put_plan(key, remembered.with_stats(numeric_guard=GUARD_PASSED).to_json(indent=None))
+        passed = remembered.stats.with_guard(verdict=GuardVerdict.PASSED)
+        db.put_plan(key, replace(remembered, stats=passed).to_json(indent=None))
     return plan
 
 

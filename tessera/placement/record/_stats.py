@@ -1,351 +1,263 @@
-"""What a placement did, as a typed value: how many candidates were measured, how the rival
-plans timed end to end, which one was kept, whether the numeric guard passed. Code reads the
-fields; the mapping view (only the fields that are set) is for JSON, `explain` and users."""
+"""What a placement did, as a typed value made of small parts: what the search measured
+(`MeasuringStats`), how it covered the model (`CoverStats`), how the rival plans timed end
+to end (`RaceRecord`), what the numeric guard found (`GuardRecord`), where the plan came
+from (`PlanSource`), and the records of the other steps. Code reads the parts; `to_dict`
+and `create` are the JSON form, one flat object whose keys name the parts' fields."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from tessera.config._accuracy import AccuracyReport
 from tessera.config._objective import Objective
 from tessera.oracle import Disagreement
-from tessera.placement.record._phase import Phase
-
-Timing = float | str  # a plan's end-to-end latency in ms, or why it was not timed
-GUARD_PASSED = "passed"  # SearchStats.numeric_guard once the guard passed every partition
+from tessera.placement.record._records import (
+    CoarseRecord,
+    InterruptRecord,
+    InvalidCandidate,
+    PrecisionRecord,
+    ProposalRecord,
+    ShapesRecord,
+)
+from tessera.placement.record._rival import SEARCHED, Rival
 
 
 @dataclass(frozen=True)
-class InvalidCandidate:
-    """A candidate that cannot run on its target: the measuring failed, or (`fault`) the
-    backend crashed, hung or ran out of memory in the measuring worker."""
+class Timing:
+    """A rival plan's end-to-end figure: measured milliseconds, or why it was not timed."""
 
-    target: str
-    nodes: tuple[str, ...]
-    reason: str
-    fault: str | None = None  # 'crashed', 'hung' or 'out of memory'
+    ms: float | None = None
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.ms is None) == (self.reason is None):
+            raise ValueError("a timing is measured milliseconds or the reason there are none")
+
+    @classmethod
+    def measured(cls, ms: float) -> Timing:
+        return cls(ms=ms)
+
+    @classmethod
+    def not_timed(cls, reason: str) -> Timing:
+        return cls(reason=reason)
+
+    def to_json(self) -> float | str:
+        return self.ms if self.ms is not None else str(self.reason)
+
+    @classmethod
+    def from_json(cls, value: float | str) -> Timing:
+        return cls.not_timed(value) if isinstance(value, str) else cls.measured(float(value))
 
     def __str__(self) -> str:
-        return f"{self.target} on {', '.join(self.nodes)[:80]}: {self.reason}"
+        return f"{self.ms:.3f} ms" if self.ms is not None else str(self.reason)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "nodes": list(self.nodes), "reason": self.reason,
-                "fault": self.fault}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | str) -> InvalidCandidate:
-        if isinstance(data, str):  # written as a line by older plans
-            return cls("", (), data)
-        return cls(str(data["target"]), tuple(data.get("nodes", ())), str(data["reason"]),
-                   data.get("fault"))
+class GuardVerdict(StrEnum):
+    """The numeric guard's verdict on a plan it let through."""
+
+    PASSED = "passed"  # every partition agreed with the consensus oracle
 
 
 @dataclass(frozen=True)
-class ProposalRecord:
-    """What Collage made of one proposed subgraph: a `candidate`, `split` into convex parts
-    (`parts` of them), or `refused`; `reason` is the proposal's own, then why."""
+class MeasuringStats:
+    """What the search priced: candidates, measurements made, costs found in the database,
+    the seconds measuring took, and the candidates that could not run (a few examples)."""
 
-    source: str  # the backend that proposed it, or the registered proposer
-    target: str
-    label: str
-    nodes: tuple[str, ...]  # known nodes in the model's order (as given where none is known)
-    status: str  # 'candidate', 'split' or 'refused'
-    reason: str
-    parts: int = 0  # the candidates it became
-
-    def __str__(self) -> str:
-        label = f" ({self.label})" if self.label else ""
-        made = f" into {self.parts} part(s)" if self.status == "split" else ""
-        return (f"{self.source}{label} for {self.target}, {len(self.nodes)} node(s): "
-                f"{self.status}{made}: {self.reason}")
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["nodes"] = list(self.nodes)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ProposalRecord:
-        return cls(str(data["source"]), str(data["target"]), str(data.get("label", "")),
-                   tuple(data.get("nodes", ())), str(data["status"]), str(data["reason"]),
-                   int(data.get("parts", 0)))
+    candidates: int = 0
+    measurements: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+    invalid: int = 0
+    invalid_examples: tuple[InvalidCandidate, ...] = ()
 
 
 @dataclass(frozen=True)
-class CoarseRecord:
-    """The coarse step of the search: the model in `regions` measured per target, the
-    share of the best single target's time the best mix of targets per region would save,
-    the regions then searched node by node, and the targets no longer measured because they
-    were many times slower than the best on every region tried (with how much)."""
+class CoverStats:
+    """The cheapest cover: the states searched and pruned, the modelled cost and bound, the
+    seconds it took (with why it stopped short, where it did), the partitions moved to one
+    thread, the overhead charged per partition and the calibration rounds."""
 
-    regions: int
-    saving: float
-    refined: int
-    slow: tuple[str, ...] = ()  # 'torch: 9.3x the best on each of 3 regions'
-
-    def __str__(self) -> str:
-        fine = "the fine search skipped" if not self.refined else \
-            f"{self.refined} searched node by node"
-        slow = f"; stopped measuring {', '.join(self.slow)}" if self.slow else ""
-        return (f"{self.regions} region(s); mixing targets per region would save "
-                f"{self.saving:.1%}: {fine}{slow}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"regions": self.regions, "saving": self.saving, "refined": self.refined,
-                "slow": list(self.slow)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CoarseRecord:
-        return cls(int(data["regions"]), float(data["saving"]), int(data["refined"]),
-                   tuple(data.get("slow", ())))
-
-
-@dataclass(frozen=True)
-class InterruptRecord:
-    """A search stopped by an interrupt (Ctrl-C): the phase it was in and how far it had got
-    (`done` of `total` units of that phase), what it had priced and measured by then, and
-    the plan kept instead of its answer (`kept`, with why). Such a plan is not remembered:
-    the next compile searches again, reusing the costs measured."""
-
-    phase: Phase
-    kept: str
-    done: int = 0
-    total: int | None = None
-    candidates: int | None = None
-    measurements: int | None = None
-
-    def __str__(self) -> str:
-        count = f" at {self.done} of {self.total}" if self.total is not None else ""
-        measured = f"; {self.candidates} candidate(s) priced, {self.measurements} measured" \
-            if self.candidates is not None else ""
-        return (f"interrupted during {self.phase.words}{count}"
-                f"{measured}: kept {self.kept}; not remembered, the next compile searches "
-                "again")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> InterruptRecord:
-        def count(key: str) -> int | None:
-            value = data.get(key)
-            return None if value is None else int(value)
-
-        return cls(Phase(data["phase"]), str(data["kept"]), int(data.get("done", 0)),
-                   count("total"), count("candidates"), count("measurements"))
-
-
-@dataclass(frozen=True)
-class VariantRecord:
-    """What the precision search found for one variant target: the budget share its whole
-    model used (1.0 is the bound), its latency there, each segment's share measured alone,
-    the segments kept in it, how many went back to fp32, and why it was dropped."""
-
-    target: str
-    whole_used: float | None = None
-    whole_ms: float | None = None
-    segments: tuple[int, ...] = ()  # the segments it runs
-    segment_used: tuple[tuple[int, float], ...] = ()
-    kept: tuple[int, ...] = ()
-    reverted: int = 0
-    met: bool = False
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["segments"] = list(self.segments)
-        data["segment_used"] = [[i, u] for i, u in self.segment_used]
-        data["kept"] = list(self.kept)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> VariantRecord:
-        return cls(str(data["target"]), data.get("whole_used"), data.get("whole_ms"),
-                   tuple(data.get("segments", ())),
-                   tuple((int(i), float(u)) for i, u in data.get("segment_used", ())),
-                   tuple(data.get("kept", ())), int(data.get("reverted", 0)),
-                   bool(data.get("met", False)), str(data.get("note", "")))
-
-
-@dataclass(frozen=True)
-class ShapesRecord:
-    """Where a model with symbolic dimensions was measured: the points (`batch=1,sequence=128`)
-    and their weights, whether they were the defaults (no profile given), and each
-    partition's cost at each point (None where not measured alone)."""
-
-    points: tuple[str, ...]
-    weights: tuple[float, ...]
-    defaulted: bool = False
-    partition_ms: tuple[tuple[float | None, ...], ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"points": list(self.points), "weights": list(self.weights),
-                "defaulted": self.defaulted,
-                "partition_ms": [list(row) for row in self.partition_ms]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ShapesRecord:
-        return cls(tuple(data["points"]), tuple(float(w) for w in data["weights"]),
-                   bool(data.get("defaulted", False)),
-                   tuple(tuple(row) for row in data.get("partition_ms", ())))
-
-
-@dataclass(frozen=True)
-class PrecisionRecord:
-    """The precision search: whether it ran (`status` says why not), over how many
-    segments, each variant's record, which plan it kept and the end-to-end race."""
-
-    status: str
-    segments: int = 0
-    variants: tuple[VariantRecord, ...] = ()
-    kept: str = "fp32"
-    end_to_end_ms: Mapping[str, float] | None = None
+    modelled_ms: float | None = None
     seconds: float | None = None
-    # per partition of the plan kept: its share of the budget (None: fp32)
-    partition_used: tuple[float | None, ...] = ()
-    inputs: str = ""  # which inputs judged it: the user's samples, or generated ones
-    budget: str = ""  # the budget it kept (the default where the user gave none)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "segments": self.segments,
-                "variants": [v.to_dict() for v in self.variants], "kept": self.kept,
-                "end_to_end_ms": dict(self.end_to_end_ms or {}), "seconds": self.seconds,
-                "partition_used": list(self.partition_used), "inputs": self.inputs,
-                "budget": self.budget}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PrecisionRecord:
-        return cls(str(data["status"]), int(data.get("segments", 0)),
-                   tuple(VariantRecord.from_dict(v) for v in data.get("variants", ())),
-                   str(data.get("kept", "fp32")), dict(data.get("end_to_end_ms") or {}),
-                   data.get("seconds"), tuple(data.get("partition_used", ())),
-                   str(data.get("inputs", "")), str(data.get("budget", "")))
-
-
-@dataclass(frozen=True)
-class SearchStats(Mapping[str, Any]):
-    """Statistics of one placement. Every field is optional: a greedy plan has no race, a
-    remembered plan measured nothing."""
-
-    candidates: int | None = None
-    measurements: int | None = None
-    cache_hits: int | None = None
-    measure_seconds: float | None = None
-    invalid: int | None = None
-    invalid_examples: tuple[InvalidCandidate, ...] | None = None
     states: int | None = None
     pruned: int | None = None
-    modelled_ms: float | None = None
-    search_seconds: float | None = None
-    search_truncated: str | None = None
-    one_thread_partitions: int | None = None
+    truncated: str | None = None
     bound_ms: float | None = None
+    one_thread_partitions: int | None = None
     partition_overhead_ms: float | None = None
-    end_to_end_ms: Mapping[str, Timing] | None = None
-    kept: str | None = None  # which rival plan won the end-to-end race
-    raced_on: str | None = None  # the measuring node's machine, where the race ran there
-    # the figure the race compared: `end_to_end_ms` holds the latency at its percentile and
-    # concurrency, and with objective=throughput `throughput_ips` the inferences per second
-    objective: Objective | None = None
-    throughput_ips: Mapping[str, float] | None = None
     calibration_rounds: int | None = None
-    plan_key: str | None = None
-    plan_cache: str | None = None  # set when the plan was remembered, not searched
-    numeric_guard: str | None = None  # 'passed' once the guard passed every partition
-    # what the guard found against the consensus: bans' evidence, outvoted implementations
-    # and undecided verdicts
-    disagreements: tuple[Disagreement, ...] | None = None
-    guard_cost: str | None = None  # where the guard's bans made the plan slower, how much
-    fallback_from: tuple[str, ...] | None = None  # backends an artifact load re-placed
+
+
+@dataclass(frozen=True)
+class RaceRecord:
+    """The end-to-end race: every rival's figure under the `objective` (the latency at its
+    percentile and concurrency, or why it was not timed; with objective=throughput the
+    inferences per second too), the rival kept, and the machine it ran on where not here."""
+
+    timings: Mapping[Rival, Timing] = field(default_factory=dict)
+    kept: Rival = SEARCHED
+    objective: Objective | None = None
+    throughput_ips: Mapping[Rival, float] = field(default_factory=dict)
+    raced_on: str | None = None
+
+    def ms(self, rival: Rival) -> float | None:
+        timing = self.timings.get(rival)
+        return timing.ms if timing is not None else None
+
+
+@dataclass(frozen=True)
+class GuardRecord:
+    """The numeric guard: its verdict (None: not asked, or not yet passed), what it found
+    against the consensus over its rounds, and what its bans cost, where they cost time."""
+
+    verdict: GuardVerdict | None = None
+    disagreements: tuple[Disagreement, ...] = ()
+    cost: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanSource:
+    """Where a plan came from: the key it is remembered under, and set when it was
+    remembered rather than searched."""
+
+    key: str | None = None
+    cache: str | None = None
+
+
+@dataclass(frozen=True)
+class SearchStats:
+    """Statistics of one placement. Every part is optional: a greedy plan has no race, a
+    remembered plan measured nothing."""
+
+    measuring: MeasuringStats | None = None
+    cover: CoverStats | None = None
+    race: RaceRecord | None = None
+    guard: GuardRecord | None = None
+    source: PlanSource | None = None
+    proposals: tuple[ProposalRecord, ...] | None = None  # backends' proposed subgraphs
+    coarse: CoarseRecord | None = None  # the regions step that bounds the fine search
+    # the points a model with symbolic dimensions was measured at
+    shapes: ShapesRecord | None = None
     # the plan against the reference on the user's validation samples, after the search
     accuracy: AccuracyReport | None = None
     precision: PrecisionRecord | None = None  # the search of precision variants
-    shapes: ShapesRecord | None = None  # the points a model with symbolic dims was measured at
-    proposals: tuple[ProposalRecord, ...] | None = None  # backends' proposed subgraphs
-    coarse: CoarseRecord | None = None  # the regions step that bounds the fine search
     interrupted: InterruptRecord | None = None  # set when an interrupt stopped the search
-
-    # -- the mapping view ------------------------------------------------------------------
-    def __getitem__(self, key: str) -> Any:
-        value = getattr(self, key, None) if key in _FIELDS else None
-        if value is None:
-            raise KeyError(key)
-        return _plain(value)
-
-    def __iter__(self) -> Iterator[str]:
-        return (name for name in _FIELDS if getattr(self, name) is not None)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {name: self[name] for name in self}
+    fallback_from: tuple[str, ...] | None = None  # backends an artifact load re-placed
 
     @property
     def guard_passed(self) -> bool:
         """Whether the numeric guard passed every partition of the plan."""
-        return self.numeric_guard == GUARD_PASSED
+        return self.guard is not None and self.guard.verdict is GuardVerdict.PASSED
 
     def merged(self, **changes: Any) -> SearchStats:
         return dataclasses.replace(self, **changes)
 
+    def with_guard(self, **changes: Any) -> SearchStats:
+        return self.merged(guard=dataclasses.replace(self.guard or GuardRecord(), **changes))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: one flat object, only what is set."""
+        data: dict[str, Any] = {}
+        for part, names in _FLAT.items():
+            value = getattr(self, part)
+            if value is None:
+                continue
+            for name, (key, write, _) in names.items():
+                item = getattr(value, name)
+                if item is not None and item != () and item != {}:
+                    data[key] = write(item)
+        for name, (write, _) in _WHOLE.items():
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = write(value)
+        return data
+
     @classmethod
     def create(cls, data: Mapping[str, Any] | None) -> SearchStats:
-        """From a mapping (a plan's JSON, say); keys this version does not know are left."""
-        if isinstance(data, SearchStats):
-            return data
-        values = {k: v for k, v in (data or {}).items() if k in _FIELDS and v is not None}
-        if "invalid_examples" in values:
-            values["invalid_examples"] = tuple(
-                InvalidCandidate.from_dict(e) for e in values["invalid_examples"])
-        if "proposals" in values:
-            values["proposals"] = tuple(
-                p if isinstance(p, ProposalRecord) else ProposalRecord.from_dict(p)
-                for p in values["proposals"])
-        if "disagreements" in values:
-            values["disagreements"] = tuple(
-                d if isinstance(d, Disagreement) else Disagreement.from_dict(d)
-                for d in values["disagreements"])
-        if "fallback_from" in values:
-            values["fallback_from"] = tuple(values["fallback_from"])
-        if "accuracy" in values and not isinstance(values["accuracy"], AccuracyReport):
-            values["accuracy"] = AccuracyReport.from_dict(values["accuracy"])
-        if "precision" in values and not isinstance(values["precision"], PrecisionRecord):
-            values["precision"] = PrecisionRecord.from_dict(values["precision"])
-        if "shapes" in values and not isinstance(values["shapes"], ShapesRecord):
-            values["shapes"] = ShapesRecord.from_dict(values["shapes"])
-        if "coarse" in values and not isinstance(values["coarse"], CoarseRecord):
-            values["coarse"] = CoarseRecord.from_dict(values["coarse"])
-        if "interrupted" in values and not isinstance(values["interrupted"], InterruptRecord):
-            values["interrupted"] = InterruptRecord.from_dict(values["interrupted"])
-        if "end_to_end_ms" in values:
-            values["end_to_end_ms"] = dict(values["end_to_end_ms"])
-        if "objective" in values and not isinstance(values["objective"], Objective):
-            values["objective"] = Objective.from_dict(values["objective"])
-        if "throughput_ips" in values:
-            values["throughput_ips"] = {k: float(v) for k, v in values["throughput_ips"].items()}
-        return cls(**values)
+        """From the JSON form; keys this version does not know are left."""
+        data = data or {}
+        parts: dict[str, Any] = {}
+        for part, names in _FLAT.items():
+            found = {name: read(data[key]) for name, (key, _, read) in names.items()
+                     if data.get(key) is not None}
+            if found:
+                parts[part] = _PARTS[part](**found)
+        for name, (_, read) in _WHOLE.items():
+            if data.get(name) is not None:
+                parts[name] = read(data[name])
+        return cls(**parts)
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(SearchStats))  # the view's stable order
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, AccuracyReport | PrecisionRecord | ShapesRecord | Objective |
-                  CoarseRecord | InterruptRecord):
-        return value.to_dict()
-    if isinstance(value, tuple) and value and isinstance(value[0], InvalidCandidate |
-                                                          ProposalRecord | Disagreement):
-        return [v.to_dict() for v in value]
-    if isinstance(value, tuple):
-        return list(value)
-    if isinstance(value, Mapping):
-        return dict(value)
+def _same(value: Any) -> Any:
     return value
 
 
-__all__ = ["GUARD_PASSED", "CoarseRecord", "InterruptRecord", "InvalidCandidate", "PrecisionRecord",
-           "ProposalRecord", "SearchStats", "ShapesRecord", "Timing", "VariantRecord"]
+def _listed(value: Any) -> Any:
+    return list(value)
+
+
+def _timings(value: Mapping[Rival, Timing]) -> dict[str, float | str]:
+    return {str(r): t.to_json() for r, t in value.items()}
+
+
+def _read_timings(value: Mapping[str, Any]) -> dict[Rival, Timing]:
+    return {Rival.parse(r): Timing.from_json(t) for r, t in value.items()}
+
+
+Codec = tuple[str, Callable[[Any], Any], Callable[[Any], Any]]  # JSON key, write, read
+# each part's fields under their JSON keys (the keys plans have always been written with)
+_FLAT: dict[str, dict[str, Codec]] = {
+    "measuring": {
+        "candidates": ("candidates", _same, int),
+        "measurements": ("measurements", _same, int),
+        "cache_hits": ("cache_hits", _same, int),
+        "seconds": ("measure_seconds", _same, float),
+        "invalid": ("invalid", _same, int),
+        "invalid_examples": ("invalid_examples", lambda v: [e.to_dict() for e in v],
+                             lambda v: tuple(InvalidCandidate.from_dict(e) for e in v))},
+    "cover": {
+        "modelled_ms": ("modelled_ms", _same, float),
+        "seconds": ("search_seconds", _same, float),
+        "states": ("states", _same, int),
+        "pruned": ("pruned", _same, int),
+        "truncated": ("search_truncated", _same, str),
+        "bound_ms": ("bound_ms", _same, float),
+        "one_thread_partitions": ("one_thread_partitions", _same, int),
+        "partition_overhead_ms": ("partition_overhead_ms", _same, float),
+        "calibration_rounds": ("calibration_rounds", _same, int)},
+    "race": {
+        "timings": ("end_to_end_ms", _timings, _read_timings),
+        "kept": ("kept", str, Rival.parse),
+        "objective": ("objective", lambda v: v.to_dict(), Objective.from_dict),
+        "throughput_ips": ("throughput_ips", lambda v: {str(r): x for r, x in v.items()},
+                           lambda v: {Rival.parse(r): float(x) for r, x in v.items()}),
+        "raced_on": ("raced_on", _same, str)},
+    "guard": {
+        "verdict": ("numeric_guard", str, GuardVerdict),
+        "disagreements": ("disagreements", lambda v: [d.to_dict() for d in v],
+                          lambda v: tuple(Disagreement.from_dict(d) for d in v)),
+        "cost": ("guard_cost", _same, str)},
+    "source": {
+        "key": ("plan_key", _same, str),
+        "cache": ("plan_cache", _same, str)},
+}
+_PARTS: dict[str, Callable[..., Any]] = {
+    "measuring": MeasuringStats, "cover": CoverStats, "race": RaceRecord,
+    "guard": GuardRecord, "source": PlanSource}
+_WHOLE: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "proposals": (lambda v: [p.to_dict() for p in v],
+                  lambda v: tuple(ProposalRecord.from_dict(p) for p in v)),
+    "coarse": (lambda v: v.to_dict(), CoarseRecord.from_dict),
+    "shapes": (lambda v: v.to_dict(), ShapesRecord.from_dict),
+    "accuracy": (lambda v: v.to_dict(), AccuracyReport.from_dict),
+    "precision": (lambda v: v.to_dict(), PrecisionRecord.from_dict),
+    "interrupted": (lambda v: v.to_dict(), InterruptRecord.from_dict),
+    "fallback_from": (_listed, tuple),
+}
+
+__all__ = ["CoverStats", "GuardRecord", "GuardVerdict", "MeasuringStats", "PlanSource",
+           "RaceRecord", "SearchStats", "Timing"]

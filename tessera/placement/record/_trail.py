@@ -9,6 +9,7 @@ from enum import IntEnum
 
 from tessera.placement.record._builder import Built
 from tessera.placement.record._plan import Plan
+from tessera.placement.record._rival import Rival
 
 
 class Finished(IntEnum):
@@ -24,24 +25,24 @@ class SoFar:
     """The known plans (greedy, each target alone) whose every partition was measured,
     their modelled costs, and what the search had priced and measured."""
 
-    plans: dict[str, Plan] = field(default_factory=dict)
-    modelled_ms: dict[str, float] = field(default_factory=dict)
+    plans: dict[Rival, Plan] = field(default_factory=dict)
+    modelled_ms: dict[Rival, float] = field(default_factory=dict)
     candidates: int = 0
     measurements: int = 0
 
-    def best(self) -> tuple[str, Plan] | None:
+    def best(self) -> tuple[Rival, Plan] | None:
         if not self.modelled_ms:
             return None
-        name = min(self.modelled_ms, key=lambda n: (self.modelled_ms[n], n))
-        return name, self.plans[name]
+        rival = min(self.modelled_ms, key=lambda r: (self.modelled_ms[r], str(r)))
+        return rival, self.plans[rival]
 
 
 @dataclass(frozen=True)
 class Kept:
-    """A plan the search finished, how far it got, under which rival's name, and its build."""
+    """A plan the search finished, how far it got, which rival it is, and its build."""
 
     finished: Finished
-    name: str
+    rival: Rival
     plan: Plan
     built: Built | None = None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tessera.ir import Model, members
 from tessera.placement.record._plan import Plan, make_partitions
-from tessera.placement.record._stats import SearchStats
+from tessera.placement.record._stats import CoverStats, MeasuringStats, SearchStats
 from tessera.placement.search._groups import GroupGraph, fuse
 from tessera.placement.search._support import SupportTable
 from tessera.target import Target
@@ -47,7 +47,7 @@ def place_greedy(model: Model, table: SupportTable, min_block_size: int = 1) -> 
     ordered = [(mask, owner[next(members(mask))], None) for mask in groups.groups_in_order()]
     parts = make_partitions(flow, [(m, t, c) for m, t, c in ordered if t is not None])
     return Plan(parts, "greedy", table.reasons, decisions,
-                SearchStats(candidates=0, measurements=0, cache_hits=0, search_seconds=0.0))
+                SearchStats(measuring=MeasuringStats(), cover=CoverStats(seconds=0.0)))
 
 
 def _has_later(table: SupportTable, mask: int, rank: int) -> bool:

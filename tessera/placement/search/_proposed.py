@@ -16,7 +16,7 @@ from tessera._private.registry import did_you_mean
 from tessera.backends import Proposal
 from tessera.backends._proposals import proposers_for
 from tessera.ir import DataflowGraph, Model, NodeSet, bits, members
-from tessera.placement.record._stats import ProposalRecord
+from tessera.placement.record._records import ProposalRecord
 from tessera.placement.search._candidates import Candidate
 from tessera.placement.search._groups import GroupGraph, fuse
 from tessera.placement.search._support import FALLBACK, SupportTable

@@ -17,7 +17,8 @@ from dataclasses import replace
 
 from tessera.backends import BACKENDS
 from tessera.config._objective import Objective
-from tessera.placement.record._plan import Plan, single_rival
+from tessera.placement.record._plan import Plan
+from tessera.placement.record._rival import Rival
 from tessera.placement.search._support import FALLBACK
 from tessera.target import Target
 
@@ -54,7 +55,8 @@ def settings_base(target: Target) -> Target:
     return target.with_attrs(**{n: target.kind.schema[n].default for n in varied})
 
 
-def with_setting_variants(rivals: Mapping[str, Plan], objective: Objective) -> dict[str, Plan]:
+def with_setting_variants(rivals: Mapping[Rival, Plan], objective: Objective
+                          ) -> dict[Rival, Plan]:
     """`rivals`, then the settings variants of each plan among them that is one partition on
     one backend (the model whole), each target's once."""
     raced = dict(rivals)
@@ -67,9 +69,9 @@ def with_setting_variants(rivals: Mapping[str, Plan], objective: Objective) -> d
             continue
         done.append(part.target)
         for variant in setting_variants(part.target, objective):
-            name = single_rival(variant)
-            if name not in raced:
-                raced[name] = replace(plan, partitions=(replace(part, target=variant),))
+            rival = Rival.single(variant)
+            if rival not in raced:
+                raced[rival] = replace(plan, partitions=(replace(part, target=variant),))
     return raced
 
 

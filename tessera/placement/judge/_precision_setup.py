@@ -1,0 +1,75 @@
+"""What the precision search runs with: the variants the config's targets offer, the
+budget it judges by, and the samples (the user's, or generated in the ranges the model
+implies)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from tessera import backends
+from tessera.config import CompilationConfig
+from tessera.config._accuracy import DEFAULT_BUDGET, AccuracyBudget
+from tessera.ir import Model, Samples
+from tessera.ir._implied import implied_inputs, non_tensor_input
+from tessera.target import Target
+
+
+def variants_of(config: CompilationConfig) -> list[Target]:
+    """Every precision variant the config's targets offer, in priority order."""
+    found: list[Target] = []
+    for target in config.priority:
+        backend = backends.get(target.kind.name)
+        if backend.is_available().ok:
+            found += [v for v in backend.precision_variants(target) if v not in found]
+    return found
+
+
+GENERATED = 8  # inputs generated where the user gave no samples: 4 judge (float forms)
+
+
+def float_form(target: Target) -> bool:
+    """Whether `target` computes in a float form below fp32 that needs no calibration."""
+    return target.attrs.get("precision") in ("bf16", "f16")
+
+
+@dataclass(frozen=True)
+class PrecisionSetup:
+    """What the precision search runs with: the config carrying the budget it judges by,
+    the samples (the user's, or generated in the ranges the model implies) and whether
+    only the calibration-free float forms are tried (no user budget, or no samples: int8
+    needs the user's own samples)."""
+
+    config: CompilationConfig
+    samples: Samples
+    float_only: bool
+    generated: bool
+
+
+def precision_setup(model: Model, config: CompilationConfig, samples: Samples | None,
+                    sizes: Mapping[str, int] | None = None) -> PrecisionSetup | str:
+    """The search's setup for this compile, or why no lower precision is tried."""
+    budget = config.options.accuracy
+    if budget is not None and budget.exact:
+        return "accuracy=exact keeps fp32"
+    float_only = budget is None or samples is None
+    variants = [v for v in variants_of(config) if not float_only or float_form(v)]
+    if not variants:
+        if not float_only:
+            return "no target offers a precision variant (onnxruntime and openvino do)"
+        return ("no target computes a float form below fp32 (bf16, f16) natively on this CPU, "
+                "and int8 is tried only with an accuracy budget and your own samples")
+    generated = samples is None
+    if samples is None:
+        not_tensor = non_tensor_input(model)
+        if not_tensor:
+            return (f"input {not_tensor!r} is not a tensor, and tessera generates only tensor "
+                    "inputs: pass samples to judge a lower precision")
+        samples = Samples.load(implied_inputs(model, GENERATED, sizes=sizes), model)
+    if budget is None:
+        options = replace(config.options, accuracy=AccuracyBudget.parse(DEFAULT_BUDGET))
+        config = replace(config, options=options)
+    return PrecisionSetup(config, samples, float_only, generated)
+
+
+__all__ = ["GENERATED", "PrecisionSetup", "float_form", "precision_setup", "variants_of"]
