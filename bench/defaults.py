@@ -42,7 +42,7 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
 
     import tessera
     from tessera import zoo
-    from tessera.config._accuracy import measure
+    from tessera.config._accuracy import accuracy_of
     from tessera.ir import load_model
     from tessera.ir._implied import implied_inputs
     from tessera.oracle import answers
@@ -58,7 +58,7 @@ def bench_model(name: str, rounds: int, seconds: float) -> dict[str, Any]:
         compiled = tessera.compile(path, TARGETS)
         compile_s = time.perf_counter() - began
         runs = {**natives, "tessera": compiled.run}
-        accuracy = {label: measure([run(f) for f in feeds], truth.outputs)
+        accuracy = {label: accuracy_of([run(f) for f in feeds], truth.outputs)
                     for label, run in runs.items()}
         feed = feeds[0]
         timed = in_rounds({label: (lambda run=run: run(feed)) for label, run in runs.items()},

@@ -177,7 +177,7 @@ def _bench_exported(name: str, path: str, rounds: int, seconds: float) -> dict[s
     import onnx
 
     import tessera
-    from tessera.config._accuracy import measure
+    from tessera.config._accuracy import accuracy_of
     from tessera.oracle import answers
 
     arch = ARCHITECTURES[name]
@@ -209,7 +209,7 @@ def _bench_exported(name: str, path: str, rounds: int, seconds: float) -> dict[s
                 {"target": v.target, "whole_ms": v.whole_ms, "budget_used": v.whole_used,
                  "note": v.note} for v in record.variants]}
         runs[label] = compiled.run
-    accuracy = {label: measure([run(f) for f in checks], truth.outputs)
+    accuracy = {label: accuracy_of([run(f) for f in checks], truth.outputs)
                 for label, run in runs.items()}
     feed = checks[0]
     timed = in_rounds({label: (lambda run=run: run(feed)) for label, run in runs.items()},

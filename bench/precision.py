@@ -50,7 +50,7 @@ from bench._report import RESULTS, arguments, each_model, first_line, header, wr
 from bench._report import geomean as geometric_mean
 from bench._rounds import Measured, in_rounds, paired
 from tessera import zoo
-from tessera.config._accuracy import AccuracyBudget, AccuracyReport, measure
+from tessera.config._accuracy import AccuracyBudget, AccuracyReport, accuracy_of
 
 MODELS = ["resnet50", "mobilenetv2", "efficientnet-b0", "bert-base", "vit-b16", "gpt2-small"]
 CLASSIFIERS = {"resnet50", "mobilenetv2", "efficientnet-b0", "vit-b16", "resnet-tiny",
@@ -274,7 +274,7 @@ def measure_rows(rows: Mapping[str, Row], validation: list[dict[str, np.ndarray]
         if row.run is not None:
             try:
                 got = [row.named(row.run(feeds)) for feeds in validation]
-                row.accuracy = measure(got, want, budget)
+                row.accuracy = accuracy_of(got, want, budget)
             except Exception as err:
                 row.error, row.run = f"running: {first_line(err)}", None
     feeds = validation[0]

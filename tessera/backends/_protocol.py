@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tessera._private.cores import core_budget
 from tessera._private.registry import Registry
@@ -40,7 +41,14 @@ NativeRunner = Callable[[Mapping[str, "np.ndarray"]], Sequence[Any]]
 
 
 # a plan's thread policy: each backend's own fastest pool, or one shared budget of cores
-PolicyName = Literal["native", "shared"]
+
+
+class PolicyName(StrEnum):
+    """A thread policy as a backend applies it (`_threads.ThreadPolicy`)."""
+
+    NATIVE = "native"  # the backend's own fastest pool settings
+    SHARED = "shared"  # the whole budget of cores, one backend at a time
+
 
 
 class Compiled:
@@ -244,7 +252,7 @@ class Backend:
         'native' (a plan of one partition: the backend's own fastest settings) or 'shared'
         (a mixed plan: each backend gets the `budget` of cores in turn, and no pool may keep
         spinning once its partition returns)."""
-        return {"num-threads": budget} if policy == "shared" else {}
+        return {"num-threads": budget} if policy is PolicyName.SHARED else {}
 
     # whether `native_runner` goes through the library's own ONNX entry; without one (the
     # default), the baseline is tessera's own backend, so its failures are tessera's too
@@ -257,7 +265,7 @@ class Backend:
         `native_import`) is run by its tessera backend on the native thread policy."""
         import onnx
 
-        target = self.with_thread_settings(Target(self.name), "native", core_budget())
+        target = self.with_thread_settings(Target(self.name), PolicyName.NATIVE, core_budget())
         compiled = self.compile(onnx.load_from_string(model), target, check=False)
         names = [o.name for o in compiled.outputs]
 
@@ -280,13 +288,13 @@ class Backend:
         return target.with_attrs(**changes) if changes else target
 
     # -- runtime settings the end-to-end race may try -----------------------------------
-    # the attributes `setting_variants` may set; a target on which the user set any of them
-    # is raced as it is (so a variant's own target is always the target less these)
+    # the attributes `setting_choices` may set; a target on which the user set any of them
+    # is raced as it is (so a choice's own target is always the target less these)
     setting_attrs: tuple[str, ...] = ()
 
-    def setting_variants(self, target: Target, objective: str, concurrency: int
+    def setting_choices(self, target: Target, objective: str, concurrency: int
                          ) -> list[Target]:
-        """A few variants of `target`'s runtime settings worth racing when it runs a whole
+        """A few choices of `target`'s runtime settings worth racing when it runs a whole
         model, for `objective` ('latency' or 'throughput') with `concurrency` callers at
         once. Each sets only `setting_attrs`; each is one more build and timing, so few."""
         return []

@@ -24,6 +24,7 @@ from typing import Any
 from tessera._private.cores import core_budget
 from tessera.backends._devices import core_cap
 from tessera.backends._protocol import BACKENDS, PolicyName
+from tessera.config import ThreadChoice
 from tessera.target import AttrSpec, AttrType, Target
 
 
@@ -39,10 +40,16 @@ class ThreadPolicy:
     name: PolicyName
     budget: int
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", PolicyName(self.name))  # read back as text too
+
     @classmethod
-    def for_partitions(cls, count: int, override: str = "auto") -> ThreadPolicy:
-        name: PolicyName = ("native" if count <= 1 else "shared") if override == "auto" \
-            else ("native" if override == "native" else "shared")
+    def for_partitions(cls, count: int, override: ThreadChoice = ThreadChoice.AUTO
+                       ) -> ThreadPolicy:
+        override = ThreadChoice(override)
+        if override is ThreadChoice.AUTO:
+            override = ThreadChoice.NATIVE if count <= 1 else ThreadChoice.SHARED
+        name = PolicyName.NATIVE if override is ThreadChoice.NATIVE else PolicyName.SHARED
         return cls(name, core_budget())
 
     def apply(self, target: Target, device: Target | None = None) -> Target:

@@ -15,6 +15,7 @@ from tessera.backends._protocol import (
     Compiled,
     Constants,
     NativeRunner,
+    PolicyName,
     Support,
     ValueTypes,
 )
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     import onnx
 
     from tessera.backends._quantize import Calibration
-    from tessera.backends._threads import PolicyName
 
 
 def _canonicalize(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -222,7 +222,7 @@ class OnnxRuntimeBackend(Backend):
         return _OrtCompiled(self.name, submodel, target, session, widened)
 
     def thread_settings(self, policy: PolicyName, budget: int) -> dict[str, Any]:
-        if policy == "native":  # ONNX Runtime's own default pool spins
+        if policy is PolicyName.NATIVE:  # ONNX Runtime's own default pool spins
             return {"spinning": True}
         # spin while running, stop the moment the run returns
         return {"num-threads": budget, "spinning": True, "spin-stop": True}
@@ -232,7 +232,7 @@ class OnnxRuntimeBackend(Backend):
     # thread). One caller: operators of independent branches run at once.
     setting_attrs = ("num-threads", "execution-mode")
 
-    def setting_variants(self, target: Target, objective: str, concurrency: int
+    def setting_choices(self, target: Target, objective: str, concurrency: int
                          ) -> list[Target]:
         if concurrency == 1:
             return [target.with_attrs(**{"execution-mode": "parallel"})]

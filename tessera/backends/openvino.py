@@ -20,7 +20,7 @@ from tessera.backends._devices import DeviceSettings, core_cap
 from tessera.backends._ov_query import QueryAnswer, query_model
 from tessera.backends._probe import ProbedBackend
 from tessera.backends._proposals import Proposal
-from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner, TensorSpec
+from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner, PolicyName, TensorSpec
 from tessera.backends._threads import core_budget, threads_attr
 from tessera.errors import CompileError
 from tessera.ir._weights import staged
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     import onnx
 
     from tessera.backends._quantize import Calibration
-    from tessera.backends._threads import PolicyName
     from tessera.ir import Model
 
 KIND = register_kind(
@@ -276,7 +275,7 @@ class OpenVinoBackend(ProbedBackend):
         return proposals
 
     def thread_settings(self, policy: PolicyName, budget: int) -> dict[str, Any]:
-        if policy == "native":
+        if policy is PolicyName.NATIVE:
             return {}
         # pinned OpenVINO threads slow the partitions around them
         return {"num-threads": budget, "num-streams": 1, "cpu-pinning": False}
@@ -296,7 +295,7 @@ class OpenVinoBackend(ProbedBackend):
     # (every calling thread has its own infer request, so the streams are used).
     setting_attrs = ("performance-hint", "num-streams", "num-threads")
 
-    def setting_variants(self, target: Target, objective: str, concurrency: int
+    def setting_choices(self, target: Target, objective: str, concurrency: int
                          ) -> list[Target]:
         streams = min(concurrency, core_budget())  # a stream needs a core of its own
         if streams == 1:

@@ -278,9 +278,9 @@ def check_against_consensus(compiled: Any, feeds: dict[str, np.ndarray],
             and record.budget:
         budget = AccuracyBudget.parse(record.budget)  # the default budget it was kept under
     if budget is not None and not budget.exact:  # a plan chosen under a budget is judged by it
-        from tessera.config._accuracy import measure
+        from tessera.config._accuracy import accuracy_of
 
-        report = measure([results], [want], budget, truth.judges)
+        report = accuracy_of([results], [want], budget, truth.judges)
         if not report.met:
             raise ExecutionError(f"{report.summary()}; the compiled model misses its "
                                  "accuracy budget")

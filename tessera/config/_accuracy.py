@@ -29,7 +29,7 @@ METRICS: dict[str, tuple[str, float, float]] = {
     "cosine": (">=", -1.0, 1.0),
     "top1": (">=", 0.0, 1.0),
 }
-MEASURED_ALWAYS = ("max-abs", "max-rel", "cosine")  # top1 only where the budget asks for it
+REPORTED_ALWAYS = ("max-abs", "max-rel", "cosine")  # top1 only where the budget asks for it
 FORMS = "max-abs<=X, max-rel<=X, cosine>=X, top1>=X, joined by commas, or exact"
 
 
@@ -111,7 +111,7 @@ def _parse_bound(part: str, spec: str) -> Bound:
 
 
 @dataclass(frozen=True)
-class Measured:
+class MetricValue:
     metric: str
     output: str
     value: float
@@ -136,7 +136,7 @@ class AccuracyReport:
     samples, per metric and output, and whether `budget` (when one was given) is met."""
 
     samples: int
-    values: tuple[Measured, ...]
+    values: tuple[MetricValue, ...]
     budget: AccuracyBudget | None = None
     judges: str = ""  # who gave the answers compared with ('the consensus of ...')
 
@@ -192,13 +192,13 @@ class AccuracyReport:
     def from_dict(cls, data: Mapping[str, Any]) -> AccuracyReport:
         budget = data.get("budget")
         return cls(int(data["samples"]),
-                   tuple(Measured(str(v["metric"]), str(v["output"]), float(v["value"]))
+                   tuple(MetricValue(str(v["metric"]), str(v["output"]), float(v["value"]))
                          for v in data.get("values", ())),
                    AccuracyBudget.parse(budget) if budget else None,
                    str(data.get("judges", "")))
 
 
-def measure(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]],
+def accuracy_of(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]],
             budget: AccuracyBudget | None = None, judges: str = "") -> AccuracyReport:
     """Compare `got` with the fp32 answers `want` (given by `judges`), sample by sample
     (same order). Outputs of strings are left out; a missing output or a shape that differs
@@ -208,7 +208,7 @@ def measure(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]],
     if len(got) != len(want):
         raise InputError(f"{len(got)} results to compare with {len(want)} expected results; "
                          "give one result per sample")
-    metrics = tuple(dict.fromkeys((*MEASURED_ALWAYS, *(budget.metrics if budget else ()))))
+    metrics = tuple(dict.fromkeys((*REPORTED_ALWAYS, *(budget.metrics if budget else ()))))
     values = []
     for output in want[0] if want else {}:
         pairs = [(np.asarray(g.get(output)) if g.get(output) is not None else None,
@@ -217,7 +217,7 @@ def measure(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]],
             continue
         wanted = tuple(m for m in metrics if m != "top1" or pairs[0][1].ndim > 0)
         found = _metrics(wanted, pairs)
-        values += [Measured(metric, output, found[metric]) for metric in wanted]
+        values += [MetricValue(metric, output, found[metric]) for metric in wanted]
     return AccuracyReport(len(want), tuple(values), budget, judges)
 
 
@@ -272,4 +272,4 @@ def _cosine(have: Any, exact: Any) -> float:
 
 
 __all__ = ["DEFAULT_BUDGET", "FORMS", "METRICS", "AccuracyBudget", "AccuracyReport", "Bound",
-           "Measured", "Miss", "measure"]
+           "MetricValue", "Miss", "accuracy_of"]

@@ -40,7 +40,7 @@ from tessera.config._executors import (
     executors_to_dict,
     target_pool,
 )
-from tessera.config._options import EXECUTORS, RUNTIMES, FlowOptions
+from tessera.config._options import EXECUTORS, RUNTIMES, FlowOptions, Partitioner
 from tessera.errors import ConfigError, TargetError
 from tessera.target import KINDS, TAGS, Target, kind_for_device
 from tessera.target._syntax import split_top_level
@@ -213,11 +213,11 @@ class CompilationConfig:
         return tuple(t for t in self.targets if t.is_external_codegen)
 
     @property
-    def partitioner(self) -> str:
+    def partitioner(self) -> Partitioner:
         """The partitioner to use: 'auto' resolves to collage with more than one backend."""
-        if self.options.partitioner != "auto":
+        if self.options.partitioner is not Partitioner.AUTO:
             return self.options.partitioner
-        return "collage" if len(self.priority) > 1 else "greedy"
+        return Partitioner.COLLAGE if len(self.priority) > 1 else Partitioner.GREEDY
 
     def target_for_device(self, device: str | Target) -> Target:
         """The least-specialised device target serving `device` (a device type or target)."""

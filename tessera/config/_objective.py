@@ -15,15 +15,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tessera.config._options import FlowOptions
+from tessera.config._options import FlowOptions, ObjectiveName
 
 
 @dataclass(frozen=True)
 class Objective:
-    name: str = "latency"  # 'latency' or 'throughput'
+    name: ObjectiveName = ObjectiveName.LATENCY
     percentile: float = 50
     concurrency: int = 1
     latency_budget_ms: float | None = None  # throughput only
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", ObjectiveName(self.name))  # given as text too
 
     @classmethod
     def of(cls, options: FlowOptions) -> Objective:
@@ -32,7 +35,7 @@ class Objective:
 
     @property
     def throughput(self) -> bool:
-        return self.name == "throughput"
+        return self.name is ObjectiveName.THROUGHPUT
 
     @property
     def single_call_median(self) -> bool:
@@ -68,7 +71,7 @@ class Objective:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Objective:
         budget = data.get("latency_budget_ms")
-        return cls(str(data.get("name", "latency")), data.get("percentile", 50),
+        return cls(ObjectiveName(data.get("name", "latency")), data.get("percentile", 50),
                    int(data.get("concurrency", 1)),
                    float(budget) if budget is not None else None)
 

@@ -10,7 +10,8 @@ import dataclasses
 import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from tessera._private.registry import Registry, did_you_mean
 from tessera._private.values import parse_bool, parse_float, parse_int
@@ -53,12 +54,57 @@ RUNTIMES.register("python", Implementation(
     "python", "in-process runtime handing numpy arrays between partitions", RUNTIME_CLASSES),
     aliases=("c", "c++"))
 
-PARTITIONERS = ("auto", "greedy", "collage")
-OBJECTIVES = ("latency", "throughput")
 MEASURE_TIMEOUT_S = 120.0  # one candidate's compile and runs, before it counts as hung
-THREAD_POLICIES = ("auto", "native", "shared")
-MEASURERS = ("local", "ray")
-FINE_SEARCHES = ("auto", "everywhere")
+
+
+# The choices of flow options, each an enum whose members are their names in config strings
+class Partitioner(StrEnum):
+    AUTO = "auto"  # collage with more than one backend, else greedy
+    GREEDY = "greedy"
+    COLLAGE = "collage"
+
+
+class ObjectiveName(StrEnum):
+    LATENCY = "latency"
+    THROUGHPUT = "throughput"
+
+
+class ThreadChoice(StrEnum):
+    AUTO = "auto"
+    NATIVE = "native"
+    SHARED = "shared"
+
+
+class MeasureOn(StrEnum):
+    LOCAL = "local"
+    RAY = "ray"
+
+
+class FineSearch(StrEnum):
+    AUTO = "auto"
+    EVERYWHERE = "everywhere"
+
+
+PARTITIONERS = tuple(Partitioner)
+OBJECTIVES = tuple(ObjectiveName)
+THREAD_POLICIES = tuple(ThreadChoice)
+MEASURERS = tuple(MeasureOn)
+FINE_SEARCHES = tuple(FineSearch)
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def _choice(choices: type[_E]) -> Callable[[object], _E]:
+    """The parser of an option whose value is one of `choices` (case and spaces aside)."""
+    names = [c.value for c in choices]
+
+    def parse(value: object) -> _E:
+        text = value.strip().lower() if isinstance(value, str) else None
+        if text not in names:
+            raise ValueError(f"{value!r} is not one of {', '.join(names)}"
+                             + did_you_mean(str(value), names))
+        return choices(text)
+
+    return parse
 
 
 @dataclass(frozen=True)
@@ -73,34 +119,8 @@ def _option(default: Any, doc: str, *, cache_key: bool, parse: Callable[[object]
     return field(default=default, metadata={"doc": doc, "cache_key": cache_key, "parse": parse})
 
 
-def _partitioner(value: object) -> str:
-    if not isinstance(value, str) or value not in PARTITIONERS:
-        raise ValueError(
-            f"{value!r} is not one of {', '.join(PARTITIONERS)}"
-            + did_you_mean(str(value), list(PARTITIONERS))
-        )
-    return value
 
 
-def _thread_policy(value: object) -> str:
-    if not isinstance(value, str) or value not in THREAD_POLICIES:
-        raise ValueError(f"{value!r} is not one of {', '.join(THREAD_POLICIES)}"
-                         + did_you_mean(str(value), list(THREAD_POLICIES)))
-    return value
-
-
-def _fine_search(value: object) -> str:
-    if not isinstance(value, str) or value not in FINE_SEARCHES:
-        raise ValueError(f"{value!r} is not one of {', '.join(FINE_SEARCHES)}"
-                         + did_you_mean(str(value), list(FINE_SEARCHES)))
-    return value
-
-
-def _measure(value: object) -> str:
-    if not isinstance(value, str) or value.strip().lower() not in MEASURERS:
-        raise ValueError(f"{value!r} is not one of {', '.join(MEASURERS)}"
-                         + did_you_mean(str(value), list(MEASURERS)))
-    return value.strip().lower()
 
 
 def _text_or_none(value: object) -> str | None:
@@ -127,12 +147,6 @@ def _positive_seconds(value: object) -> float:
         raise ValueError(f"expected a number of seconds > 0, got {value!r}")
     return number
 
-
-def _objective(value: object) -> str:
-    if not isinstance(value, str) or value.strip().lower() not in OBJECTIVES:
-        raise ValueError(f"{value!r} is not one of {', '.join(OBJECTIVES)}"
-                         + did_you_mean(str(value), list(OBJECTIVES)))
-    return value.strip().lower()
 
 
 def _percentile(value: object) -> float:
@@ -182,9 +196,10 @@ def _plain(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class FlowOptions:
-    partitioner: str = _option(
-        "auto", "greedy, collage, or auto (collage when more than one backend is configured)",
-        cache_key=True, parse=_partitioner)
+    partitioner: Partitioner = _option(
+        Partitioner.AUTO,
+        "greedy, collage, or auto (collage when more than one backend is configured)",
+        cache_key=True, parse=_choice(Partitioner))
     fallback: bool = _option(
         True, "place what no backend claims on the device's reference fallback",
         cache_key=True, parse=parse_bool)
@@ -195,12 +210,13 @@ class FlowOptions:
         3, "collage: largest connected node set grown as a candidate (each target's maximal "
         "regions and whole-model plans are candidates whatever this is)",
         cache_key=True, parse=_positive_int)
-    fine_search: str = _option(
-        "auto", "collage: where candidates of a few nodes are measured: auto (everywhere on a "
+    fine_search: FineSearch = _option(
+        FineSearch.AUTO,
+        "collage: where candidates of a few nodes are measured: auto (everywhere on a "
         "model of up to 80 nodes; on a larger one, whole regions of about 40 nodes are "
         "measured first, and only regions where a mix of targets could win are searched "
         "node by node) or everywhere (the exact search of the cost model over every "
-        "candidate; slow on large models)", cache_key=True, parse=_fine_search)
+        "candidate; slow on large models)", cache_key=True, parse=_choice(FineSearch))
     foreign_costs: bool = _option(
         False, "collage: use cost records measured on another machine fingerprint when this "
         "machine has none", cache_key=True, parse=parse_bool)
@@ -210,11 +226,12 @@ class FlowOptions:
         "the consensus is against gives back the smallest subgraph that disagrees, and "
         "placement is redone",
         cache_key=True, parse=parse_bool)
-    threads: str = _option(
-        "auto", "thread policy: native (each backend's own fastest pool settings), shared (one "
+    threads: ThreadChoice = _option(
+        ThreadChoice.AUTO,
+        "thread policy: native (each backend's own fastest pool settings), shared (one "
         "budget of cores, no spinning pools), or auto (native for a one-partition plan, shared "
-        "for a mixed one)", cache_key=True, parse=_thread_policy)
-    accuracy: AccuracyBudget | None = _option(  # noqa: RUF009 (a frozen value)
+        "for a mixed one)", cache_key=True, parse=_choice(ThreadChoice))
+    accuracy: AccuracyBudget | None = _option(
         None, "budget the plan's outputs keep against the consensus fp32 answers: "
         "max-abs<=X, max-rel<=X, cosine>=X, top1>=X (argmax agreement along the last axis), "
         "joined by commas, e.g. cosine>=0.999,top1>=0.99, or exact (fp32 only). Unset: the "
@@ -222,17 +239,18 @@ class FlowOptions:
         "cosine>=0.9995; int8 is tried only with a budget and the user's samples. Without "
         "samples, inputs are generated in the ranges the model implies",
         cache_key=True, parse=_accuracy)
-    shapes: ShapeProfile | None = _option(  # noqa: RUF009 (a frozen value)
+    shapes: ShapeProfile | None = _option(
         None, "the sizes of the model's symbolic dimensions placement measures at, and the "
         "ranges run accepts: NAME=V1,V2 (representative values, each measured; V@W weighs "
         "one) or NAME=MIN:OPT:MAX (measured at OPT), joined by ';', e.g. "
         "batch=1,4;sequence=1:128:512; without it, each symbolic dimension is measured at 1 "
         "(128 for a sequence-like name)", cache_key=True, parse=_shapes)
-    objective: str = _option(
-        "latency", "what the end-to-end race of rival plans keeps: latency (the plan with the "
+    objective: ObjectiveName = _option(
+        ObjectiveName.LATENCY,
+        "what the end-to-end race of rival plans keeps: latency (the plan with the "
         "lowest latency-percentile of per-call latencies) or throughput (the plan with the "
         "most inferences per second from `concurrency` callers at once, within "
-        "latency-budget when given)", cache_key=True, parse=_objective)
+        "latency-budget when given)", cache_key=True, parse=_choice(ObjectiveName))
     latency_percentile: float = _option(
         50, "the percentile of per-call latencies the race compares, in (0, 100]: 50 is the "
         "median, 90 or 99 the tail; with objective=throughput, the one latency-budget limits",
@@ -252,11 +270,12 @@ class FlowOptions:
     measure_timeout: float = _option(
         MEASURE_TIMEOUT_S, "collage: seconds one candidate may take (compile and runs) before "
         "it is marked invalid as hung", cache_key=False, parse=_positive_seconds)
-    measure: str = _option(
-        "local", "collage: where candidates are measured: local (this machine; in a worker "
+    measure: MeasureOn = _option(
+        MeasureOn.LOCAL,
+        "collage: where candidates are measured: local (this machine; in a worker "
         "process with isolate, else in this process) or ray (on the nodes of a Ray cluster, "
         "see ray-address and measure-on; needs the tessera[ray] extra)",
-        cache_key=True, parse=_measure)
+        cache_key=True, parse=_choice(MeasureOn))
     ray_address: str | None = _option(
         None, "measure=ray: the address of the Ray cluster's head node (host:port, or "
         "ray://host:port for a Ray client); none starts a Ray instance on this machine",
@@ -298,7 +317,7 @@ class FlowOptions:
             except ValueError as err:
                 raise ConfigError(f"bad value for option {raw_name!r}: {err}") from None
         options = dataclasses.replace(base or cls(), **changes)
-        if options.latency_budget is not None and options.objective != "throughput":
+        if options.latency_budget is not None and options.objective is not ObjectiveName.THROUGHPUT:
             raise ConfigError(
                 f"option 'latency-budget' ({options.latency_budget:g} ms) limits the plan "
                 f"kept for throughput, but objective is {options.objective!r}: set "
@@ -319,7 +338,7 @@ class FlowOptions:
 
 
 def _check_measure(options: FlowOptions) -> None:
-    if options.measure != "ray":
+    if options.measure is not MeasureOn.RAY:
         given = [name for name, value in (("ray-address", options.ray_address),
                                           ("measure-on", options.measure_on)) if value]
         if given:

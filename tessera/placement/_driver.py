@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from tessera.config import CompilationConfig
+from tessera.config import CompilationConfig, MeasureOn, Partitioner
 from tessera.errors import InterruptedCompile
 from tessera.ir import Model, Samples
 from tessera.oracle import Disagreement
@@ -112,7 +112,7 @@ def context_for(model: Model, config: CompilationConfig, pins: PinSpec = None,
     """The context of one placement, each default settled: the pins resolved, the shape
     points, the config's measurer, and for Collage a fresh cost database."""
     tools = tools or Tools()
-    collage = config.partitioner == "collage"
+    collage = config.partitioner is Partitioner.COLLAGE
     db = tools.db if tools.db is not None or not collage else CostDB()
     return PlacementContext(model, config, resolve_pins(model.dataflow, pins, config),
                             Points.of(model, config), tools.measurer or measurer_for(config),
@@ -125,7 +125,7 @@ def measurer_for(config: CompilationConfig) -> Measurer:
     first measures, so a remembered plan needs no cluster)."""
     options = config.options
     devices = config_devices(config)
-    if options.measure == "ray":
+    if options.measure is MeasureOn.RAY:
         return RayMeasurer.connect(options.ray_address, options.measure_on,
                                    isolate=options.isolate, timeout_s=options.measure_timeout,
                                    devices=devices)
@@ -159,7 +159,7 @@ def _place(ctx: PlacementContext, build: bool, samples: Samples | None) -> Place
     bans = _Bans()
     while True:  # each round bans at least one (node, target) pair: it ends
         requested = _requested_devices(ctx)
-        if ctx.config.partitioner == "collage":
+        if ctx.config.partitioner is Partitioner.COLLAGE:
             try:
                 plan, built = _collage(ctx, bans.banned)
             except UnmeasuredNodes as err:  # what cannot be priced goes by priority

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from tessera.config._accuracy import AccuracyReport, measure
+from tessera.config._accuracy import AccuracyReport, accuracy_of
 from tessera.ir import Samples, SampleSource
 from tessera.oracle import reference_answers
 from tessera.placement import Plan
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from tessera.ir import Model
 
 
-class Measured(Protocol):
+class JudgedModel(Protocol):
     """A compiled model as its accuracy is measured and recorded (`CompiledModel`)."""
 
     model: Model
@@ -31,21 +31,21 @@ class Measured(Protocol):
                  ) -> list[dict[str, np.ndarray]]: ...
 
 
-def measure_accuracy(compiled: Measured, samples: Samples) -> AccuracyReport:
+def assess_accuracy(compiled: JudgedModel, samples: Samples) -> AccuracyReport:
     """The report for `compiled` on the validation half of `samples`, against the config's
     accuracy budget (when it has one)."""
     reference = reference_answers(compiled.model, samples)
     got = compiled.run_many(reference.feeds)
-    return measure(got, reference.outputs, compiled.config.options.accuracy, reference.judges)
+    return accuracy_of(got, reference.outputs, compiled.config.options.accuracy, reference.judges)
 
 
-def with_accuracy(compiled: Measured, samples: SampleSource | Samples | None) -> Plan:
+def with_accuracy(compiled: JudgedModel, samples: SampleSource | Samples | None) -> Plan:
     """The compiled model's plan with its accuracy recorded (itself without samples)."""
     if samples is None:
         return compiled.plan
     checked = Samples.load(samples, compiled.model)
-    compiled.plan = compiled.plan.with_stats(accuracy=measure_accuracy(compiled, checked))
+    compiled.plan = compiled.plan.with_stats(accuracy=assess_accuracy(compiled, checked))
     return compiled.plan
 
 
-__all__ = ["measure_accuracy", "with_accuracy"]
+__all__ = ["assess_accuracy", "with_accuracy"]

@@ -168,7 +168,7 @@ def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
     the same samples; each timed in its own block. `speedup` is the baseline's median over
     the row's (higher is faster)."""
     from tessera.backends._quantize import quantize
-    from tessera.config._accuracy import measure
+    from tessera.config._accuracy import accuracy_of
     from tessera.oracle import reference_answers
 
     budget = config.options.accuracy
@@ -201,7 +201,7 @@ def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
         except Exception as err:  # a backend failing at run time is a row, not a crash
             rows.append({"row": label, "error": typed_line(err, 160)})
             continue
-        report = measure(got, reference.outputs, budget, reference.judges)
+        report = accuracy_of(got, reference.outputs, budget, reference.judges)
         plan = " + ".join(str(p.target) for p in value.plan.partitions) \
             if isinstance(value, CompiledModel) else "whole model"
         rows.append({"row": label, **latency.to_dict(), "plan": plan,

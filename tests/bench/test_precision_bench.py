@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from bench import precision
-from bench._rounds import Measured
+from bench._rounds import MetricValue
 from tessera import backends
 from tessera.config._accuracy import AccuracyBudget, AccuracyReport
-from tessera.config._accuracy import Measured as Value
+from tessera.config._accuracy import MetricValue as Value
 
 needs_both = pytest.mark.skipif(
     not all(backends.get(b).is_available().ok for b in ("onnxruntime", "openvino")),
@@ -67,8 +67,8 @@ def _row(label: str, cosine: float) -> precision.Row:
                          accuracy=AccuracyReport(8, (Value("cosine", "y", cosine),), budget))
 
 
-def _ms(*blocks: float) -> Measured:
-    return Measured(sorted(blocks)[len(blocks) // 2], min(blocks), max(blocks), 10, blocks)
+def _ms(*blocks: float) -> MetricValue:
+    return MetricValue(sorted(blocks)[len(blocks) // 2], min(blocks), max(blocks), 10, blocks)
 
 
 def test_a_row_that_misses_the_budget_is_never_the_best() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tessera.config import AccuracyBudget, CompilationConfig
-from tessera.config._accuracy import METRICS, AccuracyReport, Bound, measure
+from tessera.config._accuracy import METRICS, AccuracyReport, Bound, accuracy_of
 from tessera.errors import ConfigError, InputError
 
 
@@ -78,7 +78,7 @@ def test_the_metrics_measure_known_differences() -> None:
            {"y": np.array([[0.0, 8.0, 1.0], [6.0, 5.5, 0.0]], np.float32),
             "ids": np.array([3, 5], np.int64)}]
     budget = AccuracyBudget.parse("top1>=0.9,max-abs<=1")
-    report = measure(got, want, budget)
+    report = accuracy_of(got, want, budget)
     assert report.samples == 2
     assert report.value("max-abs", "y") == 1.0
     assert report.value("max-rel", "y") == pytest.approx(1.0 / 8.0)
@@ -99,24 +99,25 @@ def test_the_metrics_measure_known_differences() -> None:
 
 def test_nan_agrees_only_with_nan_and_a_shape_change_is_the_worst() -> None:
     want = [{"y": np.array([np.nan, 1.0], np.float32)}]
-    same = measure([{"y": np.array([np.nan, 1.0], np.float32)}], want)
+    same = accuracy_of([{"y": np.array([np.nan, 1.0], np.float32)}], want)
     assert same.value("max-abs", "y") == 0.0 and same.value("cosine", "y") == 1.0
-    broken = measure([{"y": np.array([0.0, 1.0], np.float32)}], want)
+    broken = accuracy_of([{"y": np.array([0.0, 1.0], np.float32)}], want)
     assert broken.value("max-abs", "y") == float("inf")
-    reshaped = measure([{"y": np.zeros(3, np.float32)}], want, AccuracyBudget.parse("cosine>=0"))
+    reshaped = accuracy_of([{"y": np.zeros(3, np.float32)}], want,
+                           AccuracyBudget.parse("cosine>=0"))
     assert reshaped.value("cosine", "y") == -1.0 and reshaped.met is False
     with pytest.raises(InputError, match="1 results to compare with 2"):
-        measure([{"y": want[0]["y"]}], want * 2)
+        accuracy_of([{"y": want[0]["y"]}], want * 2)
 
 
 def test_the_report_round_trips_through_plain_json() -> None:
     want = [{"y": np.array([1.0, 2.0], np.float32)}]
-    report = measure([{"y": np.array([1.0, 2.5], np.float32)}], want,
+    report = accuracy_of([{"y": np.array([1.0, 2.5], np.float32)}], want,
                      AccuracyBudget.parse("max-abs<=0.1"))
     data = json.loads(json.dumps(report.to_dict()))
     assert data["met"] is False and data["worst"] == {"metric": "max-abs", "output": "y",
                                                        "value": 0.5}
     assert AccuracyReport.from_dict(data) == report
-    unbudgeted = measure(want, want)
+    unbudgeted = accuracy_of(want, want)
     assert unbudgeted.met is None and unbudgeted.worst is None
     assert AccuracyReport.from_dict(unbudgeted.to_dict()) == unbudgeted

@@ -14,7 +14,7 @@ import tessera
 from tessera import backends, zoo
 from tessera._private.cores import core_budget
 from tessera.config import CompilationConfig
-from tessera.config._accuracy import AccuracyBudget, AccuracyReport, Measured
+from tessera.config._accuracy import AccuracyBudget, AccuracyReport, MetricValue
 from tessera.ir import load_model
 from tessera.placement import Plan
 from tessera.placement.judge._budget import (
@@ -42,7 +42,7 @@ from tessera.target import Target
 
 def _report(budget: str, **values: float) -> AccuracyReport:
     parsed = AccuracyBudget.parse(budget)
-    return AccuracyReport(4, tuple(Measured(m.replace("_", "-"), "y", v)
+    return AccuracyReport(4, tuple(MetricValue(m.replace("_", "-"), "y", v)
                                    for m, v in values.items()), parsed)
 
 
@@ -200,7 +200,7 @@ class FakeJudge:
                             for n in p.nodes})
         self.measured.append(tuple(quantized))
         cosine = 1.0 - sum(self.loss[i] for i in quantized)
-        return plan, AccuracyReport(4, (Measured("cosine", "y", cosine),), self.budget), ""
+        return plan, AccuracyReport(4, (MetricValue("cosine", "y", cosine),), self.budget), ""
 
 
 def test_the_least_sensitive_segments_stay_quantized_and_the_worst_go_back() -> None:

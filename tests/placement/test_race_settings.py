@@ -17,10 +17,10 @@ from tessera.placement import Plan
 from tessera.placement.record import Rival
 from tessera.placement.record._plan import Partition
 from tessera.placement.search._settings import (
-    MAX_VARIANTS,
-    setting_variants,
+    MAX_CHOICES,
+    setting_choices,
     settings_base,
-    with_setting_variants,
+    with_setting_choices,
 )
 from tessera.placement.search._threads import base_target
 from tessera.target import AttrSpec, AttrType, Target
@@ -44,28 +44,28 @@ ov_targets = st.fixed_dictionaries({}, optional={
 
 def test_what_onnx_runtime_and_openvino_propose() -> None:
     ort, ov = Target("onnxruntime"), Target("openvino")
-    assert setting_variants(ort, Objective()) == [
+    assert setting_choices(ort, Objective()) == [
         Target("onnxruntime -execution-mode=parallel")]
-    assert setting_variants(ov, Objective()) == []
+    assert setting_choices(ov, Objective()) == []
     share = max(1, core_budget() // 2)
-    assert setting_variants(ort, Objective("throughput", 50, 2)) == [
+    assert setting_choices(ort, Objective("throughput", 50, 2)) == [
         Target(f"onnxruntime -num-threads={n}") for n in dict.fromkeys((1, share))]
     streams = min(2, core_budget())
-    assert setting_variants(ov, Objective("throughput", 50, 2)) == (
+    assert setting_choices(ov, Objective("throughput", 50, 2)) == (
         [Target(f"openvino -performance-hint=throughput -num-streams={streams}")]
         if streams > 1 else [])
     # an int8 target's variants keep its precision (they share its int8 form)
-    assert setting_variants(Target("openvino -precision=int8"), Objective("throughput", 50, 2)
+    assert setting_choices(Target("openvino -precision=int8"), Objective("throughput", 50, 2)
                             ) == ([Target(f"openvino -precision=int8 -performance-hint=throughput "
                                           f"-num-streams={streams}")] if streams > 1 else [])
-    assert setting_variants(Target("reference"), Objective()) == []
+    assert setting_choices(Target("reference"), Objective()) == []
 
 
 @given(st.one_of(ort_targets, ov_targets), objectives)
 def test_a_variant_never_changes_what_the_user_set(target: Target, objective: Objective
                                                    ) -> None:
-    variants = setting_variants(target, objective)
-    assert len(variants) <= MAX_VARIANTS and target not in variants
+    variants = setting_choices(target, objective)
+    assert len(variants) <= MAX_CHOICES and target not in variants
     for variant in variants:
         assert all(variant.attrs[k] == v for k, v in target.explicit_attrs.items())
         # the target it came from is the variant less its settings: the guard bans both
@@ -80,7 +80,7 @@ def test_a_variant_never_changes_what_the_user_set(target: Target, objective: Ob
        st.sampled_from(["native", "shared"]), st.integers(1, 32))
 def test_the_thread_policy_keeps_a_variants_settings(
         target: Target, objective: Objective, policy: Any, budget: int) -> None:
-    for variant in setting_variants(target, objective):
+    for variant in setting_choices(target, objective):
         applied = ThreadPolicy(policy, budget).apply(variant)
         assert all(applied.attrs[k] == v for k, v in variant.explicit_attrs.items())
 
@@ -98,7 +98,7 @@ class _Careless(Backend):
 
     setting_attrs = ("knob",)
 
-    def setting_variants(self, target: Target, objective: str, concurrency: int
+    def setting_choices(self, target: Target, objective: str, concurrency: int
                          ) -> list[Target]:
         return [target.with_attrs(knob=2), target.with_attrs(knob=3, other=1),
                 target, target.with_attrs(knob=2), target.with_attrs(knob=4),
@@ -108,10 +108,10 @@ class _Careless(Backend):
 def test_only_true_settings_variants_are_raced_and_few() -> None:
     attrs = (AttrSpec("knob", AttrType.INT, 0), AttrSpec("other", AttrType.INT, 0))
     with registered("test-careless", _Careless(), attrs=attrs):
-        found = setting_variants(Target("test-careless"), Objective())
+        found = setting_choices(Target("test-careless"), Objective())
         assert [str(t) for t in found] == [
             "test-careless -knob=2", "test-careless -knob=4", "test-careless -knob=5"]
-        assert setting_variants(Target("test-careless -knob=1"), Objective()) == []
+        assert setting_choices(Target("test-careless -knob=1"), Objective()) == []
 
 
 def _plan(*targets: str) -> Plan:
@@ -125,7 +125,7 @@ def test_whole_model_plans_get_variants_each_target_once() -> None:
              "only onnxruntime": _plan("onnxruntime"), "only reference": _plan("reference"),
              "only onnxruntime -num-threads=2": _plan("onnxruntime -num-threads=2")}
     rivals = {Rival.parse(name): plan for name, plan in named.items()}
-    raced = with_setting_variants(rivals, Objective())
+    raced = with_setting_choices(rivals, Objective())
     assert [str(r) for r in raced] == [*named, "only onnxruntime -execution-mode=parallel"]
     variant = raced[Rival.parse("only onnxruntime -execution-mode=parallel")]
     assert [str(p.target) for p in variant.partitions] == [

@@ -12,7 +12,7 @@ import pytest
 import tessera
 from tessera import backends
 from tessera.config import AccuracyBudget, AccuracyReport
-from tessera.config._accuracy import measure
+from tessera.config._accuracy import accuracy_of
 from tessera.errors import InputError
 from tessera.ir import Model, Samples, load_model
 from tessera.placement import Plan
@@ -52,7 +52,7 @@ def test_compile_records_the_plan_accuracy_on_the_validation_samples(tmp_path: P
     want = [reference.run(feed) for feed in validation]
     got = [compiled.run(feed) for feed in validation]
     judges = "the consensus of onnxruntime (no graph optimisations) and onnx.reference"
-    assert report == measure(got, want, AccuracyBudget.parse("cosine>=0.999,top1>=0.99"),
+    assert report == accuracy_of(got, want, AccuracyBudget.parse("cosine>=0.999,top1>=0.99"),
                              judges)
     assert report.samples == 2 and report.met is True
     assert report.value("max-abs", "y") == max(

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from tessera import backends
 from tessera._private.text import first_line
-from tessera.config._accuracy import AccuracyBudget, AccuracyReport, measure
+from tessera.config._accuracy import AccuracyBudget, AccuracyReport, accuracy_of
 from tessera.errors import TesseraError
 from tessera.ir import DataflowGraph, Samples, bits
 from tessera.oracle import reference_answers
@@ -59,7 +59,7 @@ from tessera.placement.record._progress import Reporter
 from tessera.placement.record._records import PrecisionRecord, VariantRecord
 from tessera.placement.record._rival import FP32, Rival
 from tessera.placement.search._segments import Segment, segments
-from tessera.placement.search._settings import setting_variants, settings_base
+from tessera.placement.search._settings import setting_choices, settings_base
 from tessera.placement.search._support import SupportTable
 from tessera.target import Target
 
@@ -92,12 +92,12 @@ class _Judge:
             for feed in self.feeds:
                 got.append(built.runnable.run(feed))
                 if probe and len(got) == PROBE < len(self.feeds):
-                    early = measure(got, self.reference[:PROBE], self.budget, self.judges)
+                    early = accuracy_of(got, self.reference[:PROBE], self.budget, self.judges)
                     if hopeless(lower_bound_used(early, self.budget)):
                         return built, early, ""
         except Exception as err:  # a quantized form that cannot run is not kept
             return built, None, f"failed to run: {first_line(err)}"
-        return built, measure(got, self.reference, self.budget, self.judges), ""
+        return built, accuracy_of(got, self.reference, self.budget, self.judges), ""
 
     def met(self, plan: Plan) -> Judged | None:
         built, report, _ = self.accuracy(plan)
@@ -122,7 +122,7 @@ def search_precision(ctx: PlacementContext, fp32: Plan, fp32_built: Built,
         return refused, replace(fp32_built, plan=refused)
     judge = _Judge(ctx, setup.samples, budget, list(truth.outputs), list(truth.feeds),
                    truth.judges)
-    fp32_judged = (fp32, fp32_built, measure(fp32_outputs, judge.reference, budget,
+    fp32_judged = (fp32, fp32_built, accuracy_of(fp32_outputs, judge.reference, budget,
                                              judge.judges))
     search = _Search(judge, fp32_judged, setup.float_only)
     try:
@@ -312,9 +312,9 @@ class _Search:
         """The plans within the budget (and their settings choices) race the fp32 plan."""
         origin = {rival: rival for rival in candidates}
         for rival, (plan, _, _) in list(candidates.items()):
-            for variant, settled in _with_settings(self.judge, plan):
-                origin[Rival.precision(variant)] = rival
-                candidates[Rival.precision(variant)] = settled
+            for choice, settled in _with_settings(self.judge, plan):
+                origin[Rival.precision(choice)] = rival
+                candidates[Rival.precision(choice)] = settled
         finals = self._timed({FP32: self.fp32[1].runnable,
                               **{r: b.runnable for r, (_, b, _) in candidates.items()}})
         finals = {r: ms for r, ms in finals.items() if math.isfinite(ms) or r == FP32}
@@ -416,10 +416,10 @@ def _with_settings(judge: _Judge, plan: Plan) -> list[tuple[Target, Judged]]:
         return []
     part = plan.partitions[0]
     found = []
-    for variant in setting_variants(part.target, judge.ctx.objective):
-        settled = judge.met(replace(plan, partitions=(replace(part, target=variant),)))
+    for choice in setting_choices(part.target, judge.ctx.objective):
+        settled = judge.met(replace(plan, partitions=(replace(part, target=choice),)))
         if settled is not None:
-            found.append((variant, settled))
+            found.append((choice, settled))
     return found
 
 

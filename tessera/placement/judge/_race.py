@@ -25,7 +25,7 @@ from tessera.placement.record._rival import GREEDY, SEARCHED, Rival, RivalKind
 from tessera.placement.record._stats import RaceRecord, Timing
 from tessera.placement.search._priority import RACE_TIE, within_noise
 from tessera.placement.search._regions import NEAR_SINGLE
-from tessera.placement.search._settings import settings_base, with_setting_variants
+from tessera.placement.search._settings import settings_base, with_setting_choices
 
 # Two backends often run a whole model within a few percent of each other (BERT-base:
 # OpenVINO 141 ms, ONNX Runtime 146 ms), closer than the costs summed from partitions can
@@ -79,7 +79,7 @@ def keep_fastest(ctx: PlacementContext, searched: Plan, known: Mapping[Rival, Pl
     warm compile times nothing and builds only the winner. Where the rivals' builds would
     hold more than `memory_bytes` of weights between them, two race at a time (`_Duels`)."""
     objective = ctx.objective
-    rivals = with_setting_variants(rival_plans(searched, known), objective)
+    rivals = with_setting_choices(rival_plans(searched, known), objective)
     judge = _Judge(objective, list(rivals), {r: _rank(p, ctx.config) for r, p in rivals.items()})
     field = _RivalRace(ctx, rivals, judge).run(memory_bytes)
     measured = {r: t.ms for r, t in field.timings.items()

@@ -9,6 +9,7 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 
+from tessera.config import FineSearch
 from tessera.errors import PartitionError
 from tessera.ir import DataflowGraph, Model, NodeSet, members
 from tessera.placement._context import PlacementContext
@@ -81,7 +82,7 @@ def place_collage(ctx: PlacementContext, table: SupportTable, overhead_ms: float
     plans = known_plans(ctx.model, table, options.min_block_size)
     pricer = Pricer(ctx)
     ctx.progress.trail.priced = lambda: pricer.so_far(plans, overhead_ms)  # for an interrupt
-    coarse = _Coarse() if options.fine_search == "everywhere" else \
+    coarse = _Coarse() if options.fine_search is FineSearch.EVERYWHERE else \
         _coarse(pricer, table, overhead_ms)
     candidates, costs, proposals = _priced(ctx, pricer, table, plans, coarse)
     usable = [(c, k) for c, k in zip(candidates, costs, strict=True) if k.ok]

@@ -1,14 +1,14 @@
-"""Runtime-settings variants of whole-model plans in the end-to-end race. A backend's default
+"""Runtime-settings choices of whole-model plans in the end-to-end race. A backend's default
 settings suit one caller waiting on one inference; other settings may suit the objective
 better (ONNX Runtime's parallel execution mode for a branchy model; with several callers at
 once, pools of each caller's share of the cores, or OpenVINO's throughput streams). So each
-plan of one partition on one backend enters the race with a few variants of its target, as
-its backend's `setting_variants` proposes them, named `only <variant target>`.
+plan of one partition on one backend enters the race with a few choices of its target's settings, as
+its backend's `setting_choices` proposes them, named `only <chosen target>`.
 
-A variant sets only its backend's `setting_attrs`, and only where the user left all of them
-open, so that the target it came from is always the variant less those attributes
-(`settings_base`): a variant the numeric guard gives back bans that target as well. An int8
-target's variants share its int8 form (the quantizer's memo and the compile cache hold it)."""
+A choice sets only its backend's `setting_attrs`, and only where the user left all of them
+open, so that the target it came from is always the choice less those attributes
+(`settings_base`): a choice the numeric guard gives back bans that target as well. An int8
+target's choices share its int8 form (the quantizer's memo and the compile cache hold it)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from tessera.placement.record._rival import Rival
 from tessera.placement.search._support import FALLBACK
 from tessera.target import Target
 
-MAX_VARIANTS = 3  # per target: each is one more build and timing block
+MAX_CHOICES = 3  # per target: each is one more build and timing block
 
 
-def setting_variants(target: Target, objective: Objective) -> list[Target]:
-    """The variants of `target` worth racing under `objective` (none where the user set any
+def setting_choices(target: Target, objective: Objective) -> list[Target]:
+    """The settings choices of `target` worth racing under `objective` (none where the user set any
     of the attributes they would change)."""
     backend = BACKENDS.find(target.kind.name)
     if backend is None or not backend.setting_attrs:
@@ -35,17 +35,17 @@ def setting_variants(target: Target, objective: Objective) -> list[Target]:
     if any(name in explicit for name in backend.setting_attrs):
         return []
     found: list[Target] = []
-    for variant in backend.setting_variants(target, objective.name, objective.concurrency):
-        changed = [k for k in variant.attrs if variant.attrs[k] != target.attrs.get(k)]
-        if variant.kind != target.kind or variant == target or variant in found or any(
+    for choice in backend.setting_choices(target, objective.name, objective.concurrency):
+        changed = [k for k in choice.attrs if choice.attrs[k] != target.attrs.get(k)]
+        if choice.kind != target.kind or choice == target or choice in found or any(
                 k not in backend.setting_attrs for k in changed):
-            continue  # not a settings variant of this target
-        found.append(variant)
-    return found[:MAX_VARIANTS]
+            continue  # not a settings choice of this target
+        found.append(choice)
+    return found[:MAX_CHOICES]
 
 
 def settings_base(target: Target) -> Target:
-    """The target a settings variant was made from: `target` with its backend's
+    """The target a settings choice was made from: `target` with its backend's
     `setting_attrs` back at their defaults (itself when none is set)."""
     backend = BACKENDS.find(target.kind.name)
     varied = [n for n in (backend.setting_attrs if backend is not None else ())
@@ -55,9 +55,9 @@ def settings_base(target: Target) -> Target:
     return target.with_attrs(**{n: target.kind.schema[n].default for n in varied})
 
 
-def with_setting_variants(rivals: Mapping[Rival, Plan], objective: Objective
+def with_setting_choices(rivals: Mapping[Rival, Plan], objective: Objective
                           ) -> dict[Rival, Plan]:
-    """`rivals`, then the settings variants of each plan among them that is one partition on
+    """`rivals`, then the settings choices of each plan among them that is one partition on
     one backend (the model whole), each target's once."""
     raced = dict(rivals)
     done: list[Target] = []
@@ -68,11 +68,11 @@ def with_setting_variants(rivals: Mapping[Rival, Plan], objective: Objective
         if part.kind == FALLBACK.kind.name or part.target in done:
             continue
         done.append(part.target)
-        for variant in setting_variants(part.target, objective):
-            rival = Rival.single(variant)
+        for choice in setting_choices(part.target, objective):
+            rival = Rival.single(choice)
             if rival not in raced:
-                raced[rival] = replace(plan, partitions=(replace(part, target=variant),))
+                raced[rival] = replace(plan, partitions=(replace(part, target=choice),))
     return raced
 
 
-__all__ = ["MAX_VARIANTS", "setting_variants", "settings_base", "with_setting_variants"]
+__all__ = ["MAX_CHOICES", "setting_choices", "settings_base", "with_setting_choices"]
