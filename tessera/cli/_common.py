@@ -159,8 +159,8 @@ def precision_lines(stats: SearchStats) -> list[str]:
     record = stats.precision
     if record is None:
         return []
-    if record.status != "searched":
-        return [] if "no samples" in record.status else [f"precision: {record.status}"]
+    if not record.searched:
+        return [f"precision: {record.status}"]
     judged = f"; budget {record.budget} on {record.inputs}" if record.inputs else ""
     lines = [f"precision: searched {len(record.variants)} variant(s) over "
              f"{record.segments} segment(s) in {record.seconds or 0:.1f} s; kept "

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import precision
-from bench._rounds import MetricValue
+from bench._rounds import Measured
 from tessera import backends
 from tessera.config._accuracy import AccuracyBudget, AccuracyReport
 from tessera.config._accuracy import MetricValue as Value
@@ -67,8 +67,8 @@ def _row(label: str, cosine: float) -> precision.Row:
                          accuracy=AccuracyReport(8, (Value("cosine", "y", cosine),), budget))
 
 
-def _ms(*blocks: float) -> MetricValue:
-    return MetricValue(sorted(blocks)[len(blocks) // 2], min(blocks), max(blocks), 10, blocks)
+def _ms(*blocks: float) -> Measured:
+    return Measured(sorted(blocks)[len(blocks) // 2], min(blocks), max(blocks), 10, blocks)
 
 
 def test_a_row_that_misses_the_budget_is_never_the_best() -> None:

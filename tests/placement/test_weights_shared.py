@@ -13,7 +13,7 @@ import pytest
 import tessera
 from tessera import backends
 from tessera.ir import load_model
-from tessera.placement.measure._local import measure
+from tessera.placement.measure import LocalMeasurer
 from tessera.placement.measure._protocol import MeasureSettings
 from tessera.placement.measure._worker import shared_worker
 from tessera.target import Target
@@ -24,6 +24,8 @@ needs_both = pytest.mark.skipif(
     not all(backends.get(b).is_available().ok for b in ("onnxruntime", "openvino")),
     reason="needs onnxruntime and openvino")
 QUICK = MeasureSettings(warmup=1, min_runs=2, max_runs=3, budget_s=0.01)
+ISOLATED = LocalMeasurer(isolate=True, settings=QUICK)
+HERE = LocalMeasurer(isolate=False, settings=QUICK)
 
 
 def _weights_bytes(proto: onnx.ModelProto) -> int:
@@ -37,13 +39,12 @@ def test_the_worker_is_sent_a_path_and_a_mask_not_the_weights() -> None:
     worker = shared_worker()
     for nodes in (["mm1", "add1", "relu"], ["mm2", "add2", "softmax"]):
         before = worker.sent_bytes
-        cost = measure(model, model.node_set(nodes), Target("onnxruntime"), QUICK,
-                       isolate=True)
+        cost = ISOLATED(model, model.node_set(nodes), Target("onnxruntime"))
         assert cost.ok and cost.ms is not None and cost.ms > 0
         sent = worker.sent_bytes - before
         assert 0 < sent < 2048 < _weights_bytes(proto) // 40
     # the same candidate measured in this process: the same kind of answer
-    assert measure(model, model.node_set(["mm1"]), Target("onnxruntime"), QUICK).ok
+    assert HERE(model, model.node_set(["mm1"]), Target("onnxruntime")).ok
 
 
 def test_a_candidate_the_worker_cannot_extract_costs_only_itself() -> None:
@@ -51,10 +52,9 @@ def test_a_candidate_the_worker_cannot_extract_costs_only_itself() -> None:
     worker = shared_worker()
     restarts = worker.restarts
     not_convex = model.node_set(["mm1", "mm2"])  # leaves through add1 and comes back
-    cost = measure(model, not_convex, Target("onnxruntime"), QUICK, isolate=True)
+    cost = ISOLATED(model, not_convex, Target("onnxruntime"))
     assert not cost.ok and "not convex" in (cost.invalid or "")
-    assert measure(model, model.node_set(["mm1"]), Target("onnxruntime"), QUICK,
-                   isolate=True).ok
+    assert ISOLATED(model, model.node_set(["mm1"]), Target("onnxruntime")).ok
     assert worker.restarts == restarts
 
 

@@ -56,7 +56,7 @@ from tessera.placement.record._builder import Built, Runnable
 from tessera.placement.record._phase import Phase
 from tessera.placement.record._plan import Partition, Plan, make_partitions
 from tessera.placement.record._progress import Reporter
-from tessera.placement.record._records import PrecisionRecord, VariantRecord
+from tessera.placement.record._records import SEARCHED, PrecisionRecord, VariantRecord
 from tessera.placement.record._rival import FP32, Rival
 from tessera.placement.search._segments import Segment, segments
 from tessera.placement.search._settings import setting_choices, settings_base
@@ -330,7 +330,7 @@ class _Search:
         plan, built, report = chosen
         record = self.records.get(kept.target) if kept.target is not None else None
         precision = PrecisionRecord(
-            status="searched", segments=len(self.cut), variants=tuple(self.records.values()),
+            status=SEARCHED, segments=len(self.cut), variants=tuple(self.records.values()),
             kept=kept, end_to_end_ms={r: ms for r, ms in timings.items() if math.isfinite(ms)},
             seconds=round(self.ctx.clock() - self.started, 3),
             partition_used=_partition_shares(plan, record, self.cut, self.flow.names))

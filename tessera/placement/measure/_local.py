@@ -27,7 +27,6 @@ from tessera.target import Target
 if TYPE_CHECKING:
     import onnx
 
-DEFAULT_SETTINGS = MeasureSettings()
 # a candidate becomes one partition of a mixed plan: it is measured under that plan's policy
 _MIXED = ThreadPolicy.for_partitions(2)
 
@@ -45,8 +44,19 @@ class LocalMeasurer(OneAtATime):
     points_in_one_compile = True
 
     def __call__(self, model: Model, mask: NodeSet, target: Target) -> Cost:
-        return measure(model, mask, target, self.settings, isolate=self.isolate,
-                       timeout_s=self.timeout_s, device=self.device(target))
+        """The candidate's cost on its device target; with `isolate`, measured in the worker
+        process (a crash or a hang there marks the candidate invalid instead of ending the
+        compile)."""
+        device = self.device(target)
+        target = _MIXED.apply(target, device)
+        try:
+            submodel = extract_submodel(model, mask)  # references only: cheap, and it checks
+        except TesseraError as err:
+            return Cost.failed(first_line(err))
+        if self.isolate:
+            return shared_worker().measure(_source(model, mask, submodel), str(target),
+                                           self.settings, self.timeout_s, device=_text(device))
+        return measure_submodel(submodel, target, self.settings, device=device)
 
     def bounded(self, give_up_ms: float) -> LocalMeasurer:
         """This measurer, giving a candidate up after one run slower than `give_up_ms`."""
@@ -77,22 +87,6 @@ class LocalMeasurer(OneAtATime):
         return measure_points(submodel, target, self.settings, points, device=device)
 
 
-def measure(model: Model, mask: NodeSet, target: Target,
-            settings: MeasureSettings = DEFAULT_SETTINGS, *, isolate: bool = False,
-            timeout_s: float = MEASURE_TIMEOUT_S, device: Target | None = None) -> Cost:
-    """The candidate's cost on `device` (None: the plain device kind); with `isolate`,
-    measured in the worker process (a crash or a hang there marks the candidate invalid
-    instead of ending the compile)."""
-    target = _MIXED.apply(target, device)
-    try:
-        submodel = extract_submodel(model, mask)  # references only: cheap, and it checks
-    except TesseraError as err:
-        return Cost.failed(first_line(err))
-    if isolate:
-        return shared_worker().measure(_source(model, mask, submodel), str(target), settings,
-                                       timeout_s, device=_text(device))
-    return measure_submodel(submodel, target, settings, device=device)
-
 
 def _source(model: Model, mask: NodeSet, submodel: onnx.ModelProto) -> Source:
     """What the worker is sent: the model's skeleton file and the mask, or for a model
@@ -105,4 +99,4 @@ def _text(device: Target | None) -> str | None:
     return None if device is None else str(device)
 
 
-__all__ = ["LocalMeasurer", "measure"]
+__all__ = ["LocalMeasurer"]

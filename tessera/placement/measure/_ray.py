@@ -32,7 +32,7 @@ from tessera.errors import ConfigError, MeasuringError
 from tessera.ir import Model, NodeSet
 from tessera.placement.measure._local import _MIXED, LocalMeasurer
 from tessera.placement.measure._protocol import Job, Measured, MeasureSettings, NodeJob, Point
-from tessera.placement.measure._ray_node import NodeMeasurer
+from tessera.placement.measure._ray_node import NodeMeasurer, NodeRequest
 from tessera.placement.record._costdb import Cost
 from tessera.target import Target
 
@@ -377,10 +377,9 @@ class RayMeasurer:
         self.pool.load(node, shipped)
         self.pool.fingerprint(node, job.target.kind.name)  # known, should the node fail
         points = [{n: [int(d) for d in s] for n, s in p.items()} for p in job.points] or [{}]
-        return node.actor.measure.remote(shipped.key, job.mask, str(target),
-                                         asdict(self.settings), points,
-                                         None if device is None else str(device),
-                                         self.timeout_s)
+        request = NodeRequest(shipped.key, job.mask, str(target), points,
+                              None if device is None else str(device))
+        return node.actor.measure.remote(request, asdict(self.settings), self.timeout_s)
 
     def _answer(self, ref: Any, node: _Node, job: Job, hung: bool) -> Measured | None:
         """The node's answer; None when the node left the cluster with the job."""

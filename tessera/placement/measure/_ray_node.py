@@ -18,6 +18,7 @@ import importlib
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,6 +38,18 @@ if TYPE_CHECKING:
 _R = TypeVar("_R")
 CostRow = tuple[float | None, float, int, str | None, str | None]
 _MODELS_KEPT = 4  # models whose skeletons a node keeps open
+
+
+@dataclass(frozen=True)
+class NodeRequest:
+    """One candidate for a node to measure, as plain values: the loaded model's key, the
+    candidate's mask, its target and device target as text, and the points' shapes."""
+
+    key: str
+    mask: int
+    target: str
+    points: list[dict[str, list[int]]]
+    device: str | None = None
 
 
 class NodeMeasurer:
@@ -102,24 +115,25 @@ class NodeMeasurer:
             if weights_held is not None:
                 weights_held.close()
 
-    def measure(self, key: str, mask: int, target: str, settings: Mapping[str, Any],
-                points: list[dict[str, list[int]]], device: str | None,
-                timeout_s: float) -> tuple[str, list[CostRow]]:
-        """The candidate `mask` of the model `key` on `target`: this node's fingerprint for
-        its backend and one cost per point ([{}]: the model's own static shapes)."""
-        found = self.models.get(key)
-        measured = Target(target)
+    def measure(self, request: NodeRequest, settings: Mapping[str, Any], timeout_s: float
+                ) -> tuple[str, list[CostRow]]:
+        """The candidate of the request: this node's fingerprint for its backend and one
+        cost per point ([{}]: the model's own static shapes)."""
+        found = self.models.get(request.key)
+        measured = Target(request.target)
         fingerprint_here = self.fingerprint(measured.kind.name)
         if found is None:  # sent after the node restarted: the caller loads it again
-            return fingerprint_here, [_row(Cost.failed(f"model {key} is not loaded here"))]
+            return fingerprint_here, [_row(Cost.failed(
+                f"model {request.key} is not loaded here"))]
         path, model, _ = found
         ask = MeasureSettings(**settings)
         if self.worker is not None:
-            costs = self.worker.measure_points(Part(path, mask), target, ask, points,
-                                               timeout_s, device=device)
+            costs = self.worker.measure_points(Part(path, request.mask), request.target, ask,
+                                               request.points, timeout_s,
+                                               device=request.device)
         else:
-            costs = _in_process(model, mask, measured, ask, points,
-                                None if device is None else Target(device))
+            device = None if request.device is None else Target(request.device)
+            costs = _in_process(model, request.mask, measured, ask, request.points, device)
             trim()
         return fingerprint_here, [_row(c) for c in costs]
 
@@ -165,4 +179,4 @@ def _row(cost: Cost) -> CostRow:
     return (cost.ms, cost.spread, cost.samples, cost.invalid, cost.fault)
 
 
-__all__ = ["CostRow", "NodeMeasurer"]
+__all__ = ["CostRow", "NodeMeasurer", "NodeRequest"]

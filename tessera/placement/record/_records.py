@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from tessera.placement.record._phase import Phase
@@ -38,6 +39,14 @@ class InvalidCandidate:
                    data.get("fault"))
 
 
+class ProposalStatus(StrEnum):
+    """What Collage made of a proposed subgraph."""
+
+    CANDIDATE = "candidate"
+    SPLIT = "split"  # into convex parts
+    REFUSED = "refused"
+
+
 @dataclass(frozen=True)
 class ProposalRecord:
     """What Collage made of one proposed subgraph: a `candidate`, `split` into convex parts
@@ -47,13 +56,13 @@ class ProposalRecord:
     target: str
     label: str
     nodes: tuple[str, ...]  # known nodes in the model's order (as given where none is known)
-    status: str  # 'candidate', 'split' or 'refused'
+    status: ProposalStatus
     reason: str
     parts: int = 0  # the candidates it became
 
     def __str__(self) -> str:
         label = f" ({self.label})" if self.label else ""
-        made = f" into {self.parts} part(s)" if self.status == "split" else ""
+        made = f" into {self.parts} part(s)" if self.status is ProposalStatus.SPLIT else ""
         return (f"{self.source}{label} for {self.target}, {len(self.nodes)} node(s): "
                 f"{self.status}{made}: {self.reason}")
 
@@ -65,7 +74,8 @@ class ProposalRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProposalRecord:
         return cls(str(data["source"]), str(data["target"]), str(data.get("label", "")),
-                   tuple(data.get("nodes", ())), str(data["status"]), str(data["reason"]),
+                   tuple(data.get("nodes", ())), ProposalStatus(data["status"]),
+                   str(data["reason"]),
                    int(data.get("parts", 0)))
 
 
@@ -188,12 +198,15 @@ class ShapesRecord:
                    tuple(tuple(row) for row in data.get("partition_ms", ())))
 
 
+SEARCHED = "searched"  # a PrecisionRecord's status where the search ran
+
+
 @dataclass(frozen=True)
 class PrecisionRecord:
     """The precision search: whether it ran (`status` says why not), over how many
     segments, each variant's record, which plan it kept and the end-to-end race."""
 
-    status: str
+    status: str  # SEARCHED, or why the search did not run
     segments: int = 0
     variants: tuple[VariantRecord, ...] = ()
     kept: Rival = FP32
@@ -203,6 +216,10 @@ class PrecisionRecord:
     partition_used: tuple[float | None, ...] = ()
     inputs: str = ""  # which inputs judged it: the user's samples, or generated ones
     budget: str = ""  # the budget it kept (the default where the user gave none)
+
+    @property
+    def searched(self) -> bool:
+        return self.status == SEARCHED
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "segments": self.segments,
@@ -221,5 +238,5 @@ class PrecisionRecord:
                    data.get("seconds"), tuple(data.get("partition_used", ())),
                    str(data.get("inputs", "")), str(data.get("budget", "")))
 
-__all__ = ["CoarseRecord", "InterruptRecord", "InvalidCandidate", "PrecisionRecord",
-           "ProposalRecord", "ShapesRecord", "VariantRecord"]
+__all__ = ["SEARCHED", "CoarseRecord", "InterruptRecord", "InvalidCandidate", "PrecisionRecord",
+           "ProposalRecord", "ProposalStatus", "ShapesRecord", "VariantRecord"]

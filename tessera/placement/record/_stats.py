@@ -162,18 +162,18 @@ class SearchStats:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: one flat object, only what is set."""
         data: dict[str, Any] = {}
+        fields = vars(self)  # a frozen dataclass's fields by name
         for part, names in _FLAT.items():
-            value = getattr(self, part)
+            value = fields[part]
             if value is None:
                 continue
             for name, (key, write, _) in names.items():
-                item = getattr(value, name)
+                item = vars(value)[name]
                 if item is not None and item != () and item != {}:
                     data[key] = write(item)
         for name, (write, _) in _WHOLE.items():
-            value = getattr(self, name)
-            if value is not None:
-                data[name] = write(value)
+            if fields[name] is not None:
+                data[name] = write(fields[name])
         return data
 
     @classmethod

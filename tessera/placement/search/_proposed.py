@@ -16,7 +16,7 @@ from tessera._private.registry import did_you_mean
 from tessera.backends import Proposal
 from tessera.backends._proposals import proposers_for
 from tessera.ir import DataflowGraph, Model, NodeSet, bits, members
-from tessera.placement.record._records import ProposalRecord
+from tessera.placement.record._records import ProposalRecord, ProposalStatus
 from tessera.placement.search._candidates import Candidate
 from tessera.placement.search._groups import GroupGraph, fuse
 from tessera.placement.search._support import FALLBACK, SupportTable
@@ -76,12 +76,13 @@ def _judged(flow: DataflowGraph, index: dict[str, int], table: SupportTable, tar
             offer: _Offer) -> tuple[list[Candidate], ProposalRecord]:
     proposal = offer.proposal
     if proposal is None:
-        return [], ProposalRecord(offer.source, str(target), "", (), "refused", offer.failure)
+        return [], ProposalRecord(offer.source, str(target), "", (), ProposalStatus.REFUSED,
+                                  offer.failure)
     label = proposal.label
 
     def refused(why: str, nodes: tuple[str, ...] = proposal.nodes
                 ) -> tuple[list[Candidate], ProposalRecord]:
-        return [], ProposalRecord(offer.source, str(target), label, nodes, "refused",
+        return [], ProposalRecord(offer.source, str(target), label, nodes, ProposalStatus.REFUSED,
                                   f"{proposal.reason}; refused: {why}")
 
     if not proposal.nodes:
@@ -103,15 +104,15 @@ def _judged(flow: DataflowGraph, index: dict[str, int], table: SupportTable, tar
     origin = f"{offer.source} ({label})" if label else offer.source
     if flow.is_convex(mask):
         return [Candidate(mask, target, origin)], ProposalRecord(
-            offer.source, str(target), label, nodes, "candidate", proposal.reason, 1)
+            offer.source, str(target), label, nodes, ProposalStatus.CANDIDATE, proposal.reason, 1)
     parts = [part for part in _convex_parts(flow, mask) if part & (part - 1)]
     why = _not_convex(flow, mask)
     if not parts:
-        return [], ProposalRecord(offer.source, str(target), label, nodes, "refused",
+        return [], ProposalRecord(offer.source, str(target), label, nodes, ProposalStatus.REFUSED,
                                   f"{proposal.reason}; refused: {why}, and no convex part of "
                                   "it has more than one node")
     return [Candidate(part, target, f"{origin}, split") for part in parts], ProposalRecord(
-        offer.source, str(target), label, nodes, "split", f"{proposal.reason}; {why}",
+        offer.source, str(target), label, nodes, ProposalStatus.SPLIT, f"{proposal.reason}; {why}",
         len(parts))
 
 
