@@ -312,7 +312,7 @@ def markdown(result: dict[str, Any]) -> str:
     out += [table_row(r["model"], r["targets"], r["k"], *chain_cells(r))
             for r in result["chain"]]
     mixed = [r for r in result["chain"] if "one_thread" in r]
-    out += ["", "### Mixed chains with Collage's one-thread variant", "",
+    out += ["", "### Mixed chains with Collage's one-thread choice", "",
             f"The same chains, with each part below {SMALL_MS} ms that runs alone on one "
             f"thread at most {CHAIN_TOLERANCE}x slower than with its pool set to one thread, "
             "as Collage does, and the speed-up over the chain above.", "",

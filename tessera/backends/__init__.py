@@ -9,6 +9,7 @@ from __future__ import annotations
 from tessera.backends import iree, onnxruntime, openvino, reference, tensorrt, torch, tvm
 from tessera.backends._answer import Proposal
 from tessera.backends._devices import DeviceSettings
+from tessera.backends._inputs import random_inputs, shapes_at
 from tessera.backends._plugins import GROUP, PluginFailure, PluginWarning, load_plugins
 from tessera.backends._plugins import failures as plugin_failures
 from tessera.backends._probe import ProbedBackend
@@ -23,7 +24,7 @@ from tessera.backends._protocol import (
 )
 from tessera.backends._quantize import Calibration
 from tessera.backends._regions import region_support
-from tessera.backends._threads import PolicyName
+from tessera.backends._threads import PolicyName, ThreadPolicy, prepare_environment
 from tessera.errors import BackendUnavailableError
 from tessera.target import KINDS
 
@@ -44,13 +45,17 @@ __all__ = [
     "Proposer",
     "Support",
     "TensorSpec",
+    "ThreadPolicy",
     "for_all",
     "get",
     "load_plugins",
     "names",
     "plugin_failures",
+    "prepare_environment",
+    "random_inputs",
     "region_support",
     "register_proposer",
+    "shapes_at",
 ]
 
 del iree, onnxruntime, openvino, reference, tensorrt, torch, tvm

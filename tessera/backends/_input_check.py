@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-    from tessera.config._shapes import ShapeProfile
+    from tessera.config import ShapeProfile
 
 
 @dataclass(frozen=True)

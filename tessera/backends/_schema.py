@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import onnx
 
+    from tessera.backends._answer import Support
     from tessera.ir import ValueType
 
 
@@ -19,6 +20,21 @@ def schema_for(node: onnx.NodeProto, opset: int) -> Any | None:
         return onnx.defs.get_schema(node.op_type, opset, node.domain)
     except onnx.defs.SchemaError:
         return None
+
+
+def standard_schema(node: onnx.NodeProto, opset: int, folded: str
+                    ) -> tuple[Any, Support | None]:
+    """A standard ONNX node's schema at `opset`, or the answer that settles it before any
+    kernel is looked up: not an ONNX op at this opset, or a Constant (`folded` says how the
+    backend folds it)."""
+    from tessera.backends._answer import Support
+
+    schema = schema_for(node, opset)
+    if schema is None:
+        return None, Support(False, f"{node.op_type} is not an ONNX op at opset {opset}")
+    if node.op_type == "Constant":
+        return schema, Support(True, folded)
+    return schema, None
 
 
 def input_type_strings(

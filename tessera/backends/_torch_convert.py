@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 
 from tessera.backends._torch_ops import DTYPES, OPS, Ctx
 from tessera.ir import _dtypes as dtypes
-from tessera.ir._constant import constant_tensor
+from tessera.ir import constant_tensor
 
 _SMALL = 64  # static inputs up to this size are also handed to converters as Python lists
 

@@ -46,18 +46,20 @@ class Ctx:
         return self.attrs.get(name, default)
 
     def ints(self, index: int, value: Tensor | None) -> list[int] | None:
-        if value is None:
-            return None
-        if index in self.static:
-            return [int(v) for v in _flat(self.static[index])]
-        return [int(v) for v in value.reshape(-1).tolist()]
+        found = self._values(index, value)
+        return None if found is None else [int(v) for v in found]
 
     def floats(self, index: int, value: Tensor | None) -> list[float] | None:
+        found = self._values(index, value)
+        return None if found is None else [float(v) for v in found]
+
+    def _values(self, index: int, value: Tensor | None) -> list[Any] | None:
+        """Input `index`'s values, flat: known statically where they are (no tensor read)."""
         if value is None:
             return None
         if index in self.static:
-            return [float(v) for v in _flat(self.static[index])]
-        return [float(v) for v in value.reshape(-1).tolist()]
+            return list(_flat(self.static[index]))
+        return list(value.reshape(-1).tolist())
 
 
 def _flat(value: Any) -> list[Any]:

@@ -19,7 +19,7 @@ from tessera.backends._protocol import (
     Support,
     ValueTypes,
 )
-from tessera.backends._schema import input_type_strings, schema_for
+from tessera.backends._schema import input_type_strings, standard_schema
 from tessera.backends._threads import core_budget, threads_attr
 from tessera.errors import BackendUnavailableError, CompileError
 from tessera.ir import _dtypes as dtypes
@@ -140,11 +140,10 @@ class OnnxRuntimeBackend(Backend):
                 return Support(True, f"ONNX Runtime {provider} kernel {domain}.{node.op_type}")
             return Support(False, f"ONNX Runtime has no {provider} kernel for "
                                   f"{domain}.{node.op_type}")
-        schema = schema_for(node, opset)
-        if schema is None:
-            return Support(False, f"{node.op_type} is not an ONNX op at opset {opset}")
-        if node.op_type == "Constant":
-            return Support(True, "ONNX Runtime folds Constant into an initializer")
+        schema, settled = standard_schema(node, opset,
+                                          "ONNX Runtime folds Constant into an initializer")
+        if settled is not None:
+            return settled
         if not kernels:
             if schema.has_function or schema.has_context_dependent_function:
                 return Support(True, f"ONNX Runtime expands the function op {node.op_type} "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tessera.backends._availability import library_availability
 from tessera.backends._protocol import BACKENDS, Backend, Compiled, Constants, Support, ValueTypes
-from tessera.backends._schema import schema_for
+from tessera.backends._schema import standard_schema
 from tessera.backends._threads import threads_attr
 from tessera.errors import BackendUnavailableError
 from tessera.target import AttrSpec, AttrType, Availability, Target, register_kind
@@ -52,11 +52,9 @@ class TorchBackend(Backend):
         if node.domain not in ("", "ai.onnx"):
             return Support(False, f"the torch converter handles only standard ONNX ops, not "
                                   f"{node.domain}.{node.op_type}")
-        schema = schema_for(node, opset)
-        if schema is None:
-            return Support(False, f"{node.op_type} is not an ONNX op at opset {opset}")
-        if node.op_type == "Constant":
-            return Support(True, "folded into a constant tensor")
+        schema, settled = standard_schema(node, opset, "folded into a constant tensor")
+        if settled is not None:
+            return settled
         definition = OPS.find(node.op_type)
         if definition is None:
             return Support(False, f"the torch converter has no rule for {node.op_type}")

@@ -9,16 +9,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from tessera.backends import _deviations as dev
+from tessera.backends._answer import Constants, Support, ValueTypes
 from tessera.backends._availability import library_availability
 from tessera.backends._probe import ProbedBackend
-from tessera.backends._protocol import (
-    BACKENDS,
-    Compiled,
-    Constants,
-    NativeRunner,
-    Support,
-    ValueTypes,
-)
+from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner
 from tessera.backends._threads import threads_attr
 from tessera.errors import BackendUnavailableError
 from tessera.ir import _dtypes as dtypes
@@ -36,11 +30,10 @@ def _check_opt_level(value: int) -> str | None:
     return None if 0 <= value <= 3 else f"{value} is not an optimisation level between 0 and 3"
 
 
+# untuned, TVM is slow on CPU: it is here for correctness and for devices others lack
 KIND = register_kind(
-    "tvm",
-    serves=("cpu", "cuda"),
-    doc="Apache TVM Relax, untuned (slow on CPU; correctness only).",
-    availability=library_availability("tvm", ("apache-tvm",), "tvm"),
+    "tvm", doc="Apache TVM Relax, untuned (slow on CPU; correctness only).",
+    availability=library_availability("tvm", ("apache-tvm",), "tvm"), serves=("cpu", "cuda"),
     attrs=(
         AttrSpec("opt-level", AttrType.INT, 3, "Relax pass optimisation level",
                  check=_check_opt_level),

@@ -182,7 +182,7 @@ def read_inputs(compiled: Any, items: tuple[str, ...], npz: str | None,
                 shapes: dict[str, list[int]] | None = None) -> dict[str, np.ndarray]:
     import numpy as np
 
-    from tessera.backends._inputs import random_inputs
+    from tessera.backends import random_inputs
     from tessera.errors import InputError
 
     feeds: dict[str, np.ndarray] = {}
@@ -218,8 +218,8 @@ def read_inputs(compiled: Any, items: tuple[str, ...], npz: str | None,
 def dynamic_inputs_message(compiled: Any, shapes: dict[str, list[int]]) -> str:
     """What to give for random inputs of a model with symbolic dimensions, with an example
     at the profile's first point (each dimension's default size without a profile)."""
-    from tessera.backends._inputs import shapes_at
-    from tessera.config._shapes import ShapeProfile
+    from tessera.backends import shapes_at
+    from tessera.config import ShapeProfile
 
     symbols = compiled.model.symbols
     profile = compiled.config.options.shapes or ShapeProfile(())
@@ -265,7 +265,7 @@ def check_against_consensus(compiled: Any, feeds: dict[str, np.ndarray],
     """`run --check`: the results against the consensus oracle's fp32 answers (within the
     plan's accuracy budget, where it has one)."""
     from tessera._private.numeric import ATOL, RTOL
-    from tessera.config._accuracy import AccuracyBudget
+    from tessera.config import AccuracyBudget
     from tessera.errors import ExecutionError
     from tessera.oracle import agree_all, answers
     from tessera.placement.record import RivalKind
@@ -278,7 +278,7 @@ def check_against_consensus(compiled: Any, feeds: dict[str, np.ndarray],
             and record.budget:
         budget = AccuracyBudget.parse(record.budget)  # the default budget it was kept under
     if budget is not None and not budget.exact:  # a plan chosen under a budget is judged by it
-        from tessera.config._accuracy import accuracy_of
+        from tessera.config import accuracy_of
 
         report = accuracy_of([results], [want], budget, truth.judges)
         if not report.met:

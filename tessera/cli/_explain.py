@@ -55,7 +55,7 @@ def explain_command(ctx: click.Context, model: str, targets: str | None,
                               "artifact shows the race run when it was compiled")
         artifact = read(model)
         loaded = load_model(artifact.model("model.onnx"), require_static=False)
-        from tessera.placement.search._device_targets import assign_devices
+        from tessera.placement.search import assign_devices
 
         plan = assign_devices(artifact.plan, artifact.config)  # saved before device targets
         budget = artifact.config.options.accuracy

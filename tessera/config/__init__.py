@@ -3,7 +3,7 @@ executors each with their own."""
 
 from __future__ import annotations
 
-from tessera.config._accuracy import AccuracyBudget, AccuracyReport
+from tessera.config._accuracy import DEFAULT_BUDGET, AccuracyBudget, AccuracyReport, accuracy_of
 from tessera.config._config import (
     CompilationConfig,
     ConfigLike,
@@ -28,6 +28,7 @@ from tessera.config._options import (
 from tessera.config._shapes import ShapePoint, ShapeProfile
 
 __all__ = [
+    "DEFAULT_BUDGET",
     "EXECUTORS",
     "MEASURE_TIMEOUT_S",
     "RUNTIMES",
@@ -47,6 +48,7 @@ __all__ = [
     "ShapePoint",
     "ShapeProfile",
     "ThreadChoice",
+    "accuracy_of",
     "option_infos",
     "split_target_option",
 ]

@@ -35,6 +35,9 @@ FORMS = "max-abs<=X, max-rel<=X, cosine>=X, top1>=X, joined by commas, or exact"
 
 @dataclass(frozen=True)
 class Bound:
+    """One bound of a budget: the metric, and the limit it must keep (`op` says which
+    side of it)."""
+
     metric: str
     limit: float
 

@@ -59,28 +59,42 @@ MEASURE_TIMEOUT_S = 120.0  # one candidate's compile and runs, before it counts 
 
 # The choices of flow options, each an enum whose members are their names in config strings
 class Partitioner(StrEnum):
+    """How placement decides: greedy by priority, or Collage's measured search."""
+
     AUTO = "auto"  # collage with more than one backend, else greedy
     GREEDY = "greedy"
     COLLAGE = "collage"
 
 
 class ObjectiveName(StrEnum):
+    """What the end-to-end race keeps: the lowest latency, or the most inferences per
+    second (`Objective`)."""
+
     LATENCY = "latency"
     THROUGHPUT = "throughput"
 
 
 class ThreadChoice(StrEnum):
+    """Each backend's own pool settings for a plan of one partition, or one shared budget
+    of cores for a mixed plan (auto: whichever suits the plan)."""
+
     AUTO = "auto"
     NATIVE = "native"
     SHARED = "shared"
 
 
 class MeasureOn(StrEnum):
+    """Where candidates are measured: this machine, or the nodes of a Ray cluster."""
+
     LOCAL = "local"
     RAY = "ray"
 
 
 class FineSearch(StrEnum):
+    """Where Collage measures candidates of a few nodes: everywhere on a small model and,
+    on a large one, only in the regions where a mix of targets could win (auto); or
+    everywhere on every model."""
+
     AUTO = "auto"
     EVERYWHERE = "everywhere"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from tessera.config._accuracy import AccuracyReport, accuracy_of
+from tessera.config import AccuracyReport, accuracy_of
 from tessera.ir import Samples, SampleSource
 from tessera.oracle import reference_answers
 from tessera.placement import Plan

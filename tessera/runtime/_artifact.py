@@ -40,8 +40,7 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-    from tessera.backends import Compiled
-    from tessera.backends._threads import ThreadPolicy
+    from tessera.backends import Compiled, ThreadPolicy
     from tessera.ir import Model
     from tessera.placement import Plan
 

@@ -19,10 +19,8 @@ from typing import Any, TypeVar
 from tessera import backends
 from tessera._private.text import typed_line
 from tessera._private.timing import time_block
-from tessera.backends import NativeRunner
-from tessera.backends._inputs import random_inputs, shapes_at
-from tessera.config import CompilationConfig
-from tessera.config._shapes import ShapePoint, ShapeProfile
+from tessera.backends import NativeRunner, random_inputs, shapes_at
+from tessera.config import CompilationConfig, ShapePoint, ShapeProfile
 from tessera.errors import InterruptedCompile, TesseraError
 from tessera.ir import Model, Samples, inline_weights
 from tessera.placement import ProgressLike
@@ -48,6 +46,22 @@ class _Failed:
 
 # what each row is built as: tessera's compiled model, a native runner, or a failure
 _Row = CompiledModel | _Native | _Failed
+
+
+def _measured_rows(built: Mapping[str, _Row],
+                   measured: Callable[[str, CompiledModel | _Native], dict[str, Any]]
+                   ) -> list[dict[str, Any]]:
+    """Each row measured; one that failed to build, or fails to run, is an error row."""
+    rows: list[dict[str, Any]] = []
+    for label, value in built.items():
+        if isinstance(value, _Failed):
+            rows.append({"row": label, "error": value.why})
+            continue
+        try:
+            rows.append(measured(label, value))
+        except Exception as err:  # a backend failing at run time is a row, not a crash
+            rows.append({"row": label, "error": typed_line(err, 160)})
+    return rows
 
 
 def _native(backend: str, model: bytes) -> _Native:
@@ -95,21 +109,16 @@ def compare(model: Model, config: CompilationConfig, *, seconds: float = 1.0,
     feeds = random_inputs(compiled_any, shapes=shapes_at(compiled_any, point.as_dict()))
     if feeds is None:
         raise TesseraError("the model has inputs of unknown rank; fix them with --input-shape")
-    rows: list[dict[str, Any]] = []
-    for label, value in built.items():
-        if isinstance(value, _Failed):
-            rows.append({"row": label, "error": value.why})
-            continue
-        try:
-            latency = time_block(functools.partial(value.run, feeds), seconds=seconds)
-        except Exception as err:  # a backend failing at run time is a row, not a crash
-            rows.append({"row": label, "error": typed_line(err, 160)})
-            continue
+
+    def timed(label: str, value: CompiledModel | _Native) -> dict[str, Any]:
+        latency = time_block(functools.partial(value.run, feeds), seconds=seconds)
         row = {"row": label, **latency.to_dict(), "plan": plans.get(label, "whole model")}
         lower = _lower_precision(value.backend) if isinstance(value, _Native) else None
         if lower is not None:
             row.update(precision=lower, plan=f"whole model, in {lower} (its default here)")
-        rows.append(row)
+        return row
+
+    rows = _measured_rows(built, timed)
     natives = [r["median_ms"] for r in rows if r["row"].startswith("native ") and "error" not in r]
     best = min(natives, default=None)
     for row in rows:
@@ -168,7 +177,7 @@ def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
     the same samples; each timed in its own block. `speedup` is the baseline's median over
     the row's (higher is faster)."""
     from tessera.backends._quantize import quantize
-    from tessera.config._accuracy import accuracy_of
+    from tessera.config import accuracy_of
     from tessera.oracle import reference_answers
 
     budget = config.options.accuracy
@@ -190,23 +199,18 @@ def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
     reference = reference_answers(model, samples)
     feeds = reference.feeds
     outputs = [o.name for o in model.proto.graph.output]
-    rows: list[dict[str, Any]] = []
-    for label, value in built.items():
-        if isinstance(value, _Failed):
-            rows.append({"row": label, "error": value.why})
-            continue
-        try:
-            got = [_named(value, feed, outputs) for feed in feeds]
-            latency = time_block(functools.partial(value.run, feeds[0]), seconds=seconds)
-        except Exception as err:  # a backend failing at run time is a row, not a crash
-            rows.append({"row": label, "error": typed_line(err, 160)})
-            continue
+
+    def judged(label: str, value: CompiledModel | _Native) -> dict[str, Any]:
+        got = [_named(value, feed, outputs) for feed in feeds]
+        latency = time_block(functools.partial(value.run, feeds[0]), seconds=seconds)
         report = accuracy_of(got, reference.outputs, budget, reference.judges)
         plan = " + ".join(str(p.target) for p in value.plan.partitions) \
             if isinstance(value, CompiledModel) else "whole model"
-        rows.append({"row": label, **latency.to_dict(), "plan": plan,
-                     "accuracy": report.to_dict(), "summary": report.summary(),
-                     "min_cosine": _min_cosine(report), "meets": report.met is not False})
+        return {"row": label, **latency.to_dict(), "plan": plan,
+                "accuracy": report.to_dict(), "summary": report.summary(),
+                "min_cosine": _min_cosine(report), "meets": report.met is not False}
+
+    rows = _measured_rows(built, judged)
     base = next((r for r in rows if r["row"] == BASELINE and "median_ms" in r), None)
     for row in rows:
         if base is not None and "median_ms" in row:

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 from tessera import backends
 from tessera._private.memory import trim
 from tessera._private.text import first_line
-from tessera.backends import Compiled
+from tessera.backends import Compiled, ThreadPolicy, prepare_environment
 from tessera.backends._protocol import InputCheck, TensorSpec
-from tessera.backends._threads import ThreadPolicy, prepare_environment
 from tessera.config import EXECUTORS, RUNTIMES, CompilationConfig
 from tessera.errors import CompileError, ConfigError, InputError, TesseraError
 from tessera.ir import (
@@ -29,10 +28,8 @@ from tessera.ir import (
     value_kind,
 )
 from tessera.placement import Built, PinSpec, Plan, ProgressLike, Tools, place
-from tessera.placement.record import Phase
-from tessera.placement.record._progress import Reporter
-from tessera.placement.search import FALLBACK
-from tessera.placement.search._device_targets import assign_devices
+from tessera.placement.record import Phase, Reporter
+from tessera.placement.search import FALLBACK, assign_devices
 from tessera.runtime._accuracy import with_accuracy
 from tessera.runtime._artifact import save
 from tessera.runtime._calibration import Activations

@@ -15,7 +15,7 @@ from tessera.errors import ArtifactError, TesseraError
 from tessera.ir import Model, extract_submodel, load_model
 from tessera.placement import Partition, replace_lost
 from tessera.placement.record._costdb import machine
-from tessera.placement.search._device_targets import assign_devices
+from tessera.placement.search import assign_devices
 from tessera.runtime._artifact import Artifact, FallbackWarning, read
 from tessera.runtime._compiled import CompiledModel, assemble
 from tessera.runtime._executor import widens_float16

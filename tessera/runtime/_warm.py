@@ -20,15 +20,14 @@ from tessera._private.version import __version__
 from tessera.backends import Backend, Compiled
 from tessera.backends._quantize import calibration_digest
 from tessera.errors import CompileError
-from tessera.ir import Model
-from tessera.ir._graph import NodeSet, members
+from tessera.ir import Model, NodeSet, members
 from tessera.placement.record._costdb import machine
 from tessera.target import Target
 
 if TYPE_CHECKING:
     import onnx
 
-    from tessera.backends._quantize import Calibration
+    from tessera.backends import Calibration
 
 _DONE = "entry.json"  # written last: an entry without it is not finished
 

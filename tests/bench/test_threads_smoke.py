@@ -34,7 +34,7 @@ def test_the_chain_section_runs_and_renders() -> None:
     assert variant["speedup"] > 0 and all(0 <= i < 10 for i in variant["parts"])
     table = markdown({"machine": "test", "rounds": 1, "single": [], "chain": rows,
                       "policy": []})
-    assert "one-thread variant" in table
+    assert "one-thread choice" in table
     assert table.count("| mlp | 10 |") == 1
     assert "chain / bare chain (lower is cheaper)" in table
     assert "| speed vs native (higher is faster) |" in table

@@ -140,7 +140,7 @@ def test_variants_of_one_backend_compete_per_partition() -> None:
     variants = ["onnxruntime -opt-level=all", "onnxruntime -opt-level=basic -num-threads=1"]
     plan = tessera.partition(zoo.export("mlp", 1), variants)
     assert plan.partitioner == "collage"
-    # the search's own one-thread variant of the first may win a small partition too
+    # the search's own one-thread choice of the first may win a small partition too
     assert {str(p.target) for p in plan.partitions} <= {
         "onnxruntime", "onnxruntime -num-threads=1", variants[1]}
     assert plan.stats.measuring is not None and plan.stats.measuring.candidates >= 2 * 20

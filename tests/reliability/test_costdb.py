@@ -117,7 +117,7 @@ def test_four_processes_compiling_at_once_lose_no_entries(tmp_path: Path) -> Non
     records = list(CostDB(path).records())
     for level, result in zip(levels, results, strict=True):
         target = Target(f"onnxruntime -opt-level={level}")
-        # with the one-thread variant Collage measures for small partitions
+        # with the one-thread choice Collage measures for small partitions
         keys = {target.tuning_key(), target.with_attrs(num_threads=1).tuning_key()}
         mine = [r for r in records if r.tuning_key in keys]
         assert result["measured"] > 0 and len(mine) == result["measured"], (level, result)

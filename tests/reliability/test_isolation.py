@@ -47,7 +47,7 @@ def test_a_crashing_or_hanging_backend_only_loses_its_candidates(
     assert any(reason in str(e) and "softmax" in e.nodes and e.fault is not None
                for e in stats.invalid_examples)
     softmax = next(p for p in compiled.plan.partitions if "softmax" in p.nodes)
-    # never on the faulty backend (maybe on ONNX Runtime's one-thread variant)
+    # never on the faulty backend (maybe on ONNX Runtime's one-thread choice)
     assert softmax.kind == "onnxruntime"
     assert worker.restarts - before == stats.invalid  # one restart per lost candidate, no more
     from tessera.cli._explain import render

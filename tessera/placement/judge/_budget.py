@@ -4,7 +4,7 @@ searching: the arithmetic the precision search decides by."""
 from __future__ import annotations
 
 from tessera._private.cores import cpu_flags
-from tessera.config._accuracy import AccuracyBudget, AccuracyReport
+from tessera.config import AccuracyBudget, AccuracyReport
 
 FASTER = 0.97  # a variant must beat fp32 by this much on the whole model to be searched
 FILL = 0.9  # the share of the budget the predicted errors may use before measuring

@@ -13,8 +13,7 @@ from typing import Any
 
 from tessera import backends
 from tessera._private.text import first_line
-from tessera.backends import Compiled
-from tessera.backends._inputs import random_inputs
+from tessera.backends import Compiled, random_inputs
 from tessera.errors import TesseraError
 from tessera.ir import Model, extract_submodel
 from tessera.oracle import Disagreement, Oracle, disagreement, judge, narrow

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from tessera import backends
 from tessera._private.text import first_line
-from tessera.config._accuracy import AccuracyBudget, AccuracyReport, accuracy_of
+from tessera.config import AccuracyBudget, AccuracyReport, accuracy_of
 from tessera.errors import TesseraError
 from tessera.ir import DataflowGraph, Samples, bits
 from tessera.oracle import reference_answers

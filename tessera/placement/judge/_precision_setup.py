@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tessera import backends
-from tessera.config import CompilationConfig
-from tessera.config._accuracy import DEFAULT_BUDGET, AccuracyBudget
+from tessera.config import DEFAULT_BUDGET, AccuracyBudget, CompilationConfig
 from tessera.ir import Model, Samples
 from tessera.ir._implied import implied_inputs, non_tensor_input
 from tessera.target import Target

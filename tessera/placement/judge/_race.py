@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from tessera._private.memory import trim
 from tessera._private.text import first_line
-from tessera.backends._threads import ThreadPolicy
+from tessera.backends import ThreadPolicy
 from tessera.config import CompilationConfig, Objective
 from tessera.placement._context import PlacementContext
 from tessera.placement.judge._timing import Figures, Rounds, point_shapes, timed

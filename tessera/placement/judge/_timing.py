@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from tessera._private.timing import Clock, in_rounds, time_samples, time_throughput
 from tessera._private.timing import percentile as percentile_of
-from tessera.backends._inputs import random_inputs
+from tessera.backends import random_inputs
 from tessera.config import Objective
 from tessera.ir import Model
 from tessera.placement.measure._points import Points

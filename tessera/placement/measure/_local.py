@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from tessera import backends
 from tessera._private.text import first_line
-from tessera.backends._threads import ThreadPolicy
+from tessera.backends import ThreadPolicy
 from tessera.config import MEASURE_TIMEOUT_S
 from tessera.errors import TesseraError
 from tessera.ir import Model, NodeSet, extract_submodel

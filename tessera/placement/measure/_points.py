@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from tessera.config import CompilationConfig
-from tessera.config._shapes import ShapePoint, ShapeProfile
+from tessera.config import CompilationConfig, ShapePoint, ShapeProfile
 from tessera.ir import Model
 
 

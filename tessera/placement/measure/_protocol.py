@@ -5,7 +5,7 @@ partition's boundary is part of what is measured.
 
 The search measures through a `Measurer`, and never knows which: in this process or in the
 isolated worker, where a backend that crashes or hangs costs only its candidate
-(`_measurers.LocalMeasurer`), or on the nodes of a Ray cluster (`_ray.RayMeasurer`). Each
+(`_local.LocalMeasurer`), or on the nodes of a Ray cluster (`_ray.RayMeasurer`). Each
 answers with data: a cost, or a failed cost with the reason."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from tessera import backends
 from tessera._private.text import first_line, typed_line
 from tessera._private.timing import time_block
-from tessera.backends._inputs import random_inputs
+from tessera.backends import random_inputs
 from tessera.errors import TesseraError
 from tessera.ir import Model, NodeSet
 from tessera.placement.record._costdb import Cost, fingerprint

@@ -7,7 +7,7 @@ A model arrives once per node: its skeleton (a few hundred KB; the whole model w
 no weights file) and, where the node's weights cache lacks the model's entry, the entry's
 weights file, read from Ray's object store once. After that a candidate is a node mask: the
 node extracts the submodel itself, as the local worker does. With `isolate`, measurements
-run in the node's own worker process (`_isolated`), so a backend that crashes or hangs costs
+run in the node's own worker process (`_worker`), so a backend that crashes or hangs costs
 its candidate only and the actor lives on with its warm caches; without it they run in the
 actor, whose crash Ray answers by restarting it."""
 

@@ -11,6 +11,7 @@ from tessera.placement.record._progress import (
     Progress,
     ProgressEvent,
     ProgressLike,
+    Reporter,
 )
 from tessera.placement.record._records import (
     CoarseRecord,
@@ -37,5 +38,5 @@ __all__ = ["PHASES", "Builder", "Built", "CoarseRecord", "Cost", "CostDB", "Cove
            "GuardRecord", "GuardVerdict", "InterruptRecord", "InvalidCandidate",
            "MeasuringCallback", "MeasuringStats", "Partition", "Phase", "Plan", "PlanSource",
            "PrecisionRecord", "Progress", "ProgressEvent", "ProgressLike", "ProposalRecord",
-           "RaceRecord", "Record", "Rival", "RivalKind", "Runnable", "SearchStats",
+           "RaceRecord", "Record", "Reporter", "Rival", "RivalKind", "Runnable", "SearchStats",
            "ShapesRecord", "Timing", "VariantRecord", "make_partitions"]

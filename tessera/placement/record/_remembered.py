@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from tessera import backends
 from tessera._private.version import __version__
-from tessera.backends._threads import ThreadPolicy
+from tessera.backends import ThreadPolicy
 from tessera.config import CompilationConfig
 from tessera.errors import PartitionError
 from tessera.ir import Model

@@ -12,17 +12,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tessera.config._accuracy import AccuracyReport
-from tessera.config._objective import Objective
+from tessera.config import AccuracyReport, Objective
 from tessera.oracle import Disagreement
-from tessera.placement.record._records import (
-    CoarseRecord,
-    InterruptRecord,
-    InvalidCandidate,
-    PrecisionRecord,
-    ProposalRecord,
-    ShapesRecord,
-)
+from tessera.placement.record import _records as records
+from tessera.placement.record._records import InvalidCandidate
 from tessera.placement.record._rival import SEARCHED, Rival
 
 
@@ -138,14 +131,14 @@ class SearchStats:
     race: RaceRecord | None = None
     guard: GuardRecord | None = None
     source: PlanSource | None = None
-    proposals: tuple[ProposalRecord, ...] | None = None  # backends' proposed subgraphs
-    coarse: CoarseRecord | None = None  # the regions step that bounds the fine search
+    proposals: tuple[records.ProposalRecord, ...] | None = None  # backends' proposed subgraphs
+    coarse: records.CoarseRecord | None = None  # the regions step that bounds the fine search
     # the points a model with symbolic dimensions was measured at
-    shapes: ShapesRecord | None = None
+    shapes: records.ShapesRecord | None = None
     # the plan against the reference on the user's validation samples, after the search
     accuracy: AccuracyReport | None = None
-    precision: PrecisionRecord | None = None  # the search of precision variants
-    interrupted: InterruptRecord | None = None  # set when an interrupt stopped the search
+    precision: records.PrecisionRecord | None = None  # the search of precision variants
+    interrupted: records.InterruptRecord | None = None  # set when an interrupt stopped the search
     fallback_from: tuple[str, ...] | None = None  # backends an artifact load re-placed
 
     @property
@@ -162,18 +155,16 @@ class SearchStats:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: one flat object, only what is set."""
         data: dict[str, Any] = {}
-        fields = vars(self)  # a frozen dataclass's fields by name
-        for part, names in _FLAT.items():
-            value = fields[part]
+        for name, value in vars(self).items():  # a frozen dataclass's fields by name
             if value is None:
                 continue
-            for name, (key, write, _) in names.items():
-                item = vars(value)[name]
+            if name not in _PARTS:
+                data[name] = _WHOLE[name][0](value)
+                continue
+            for field_name, item in vars(value).items():
                 if item is not None and item != () and item != {}:
+                    key, write, _ = _codec(name, field_name)
                     data[key] = write(item)
-        for name, (write, _) in _WHOLE.items():
-            if fields[name] is not None:
-                data[name] = write(fields[name])
         return data
 
     @classmethod
@@ -181,11 +172,14 @@ class SearchStats:
         """From the JSON form; keys this version does not know are left."""
         data = data or {}
         parts: dict[str, Any] = {}
-        for part, names in _FLAT.items():
-            found = {name: read(data[key]) for name, (key, _, read) in names.items()
-                     if data.get(key) is not None}
+        for part, made in _PARTS.items():
+            found = {}
+            for f in dataclasses.fields(made):
+                key, _, read = _codec(part, f.name)
+                if data.get(key) is not None:
+                    found[f.name] = read(data[key])
             if found:
-                parts[part] = _PARTS[part](**found)
+                parts[part] = made(**found)
         for name, (_, read) in _WHOLE.items():
             if data.get(name) is not None:
                 parts[name] = read(data[name])
@@ -196,68 +190,47 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _listed(value: Any) -> Any:
-    return list(value)
-
-
-def _timings(value: Mapping[Rival, Timing]) -> dict[str, float | str]:
-    return {str(r): t.to_json() for r, t in value.items()}
-
-
-def _read_timings(value: Mapping[str, Any]) -> dict[Rival, Timing]:
-    return {Rival.parse(r): Timing.from_json(t) for r, t in value.items()}
-
-
 Codec = tuple[str, Callable[[Any], Any], Callable[[Any], Any]]  # JSON key, write, read
-# each part's fields under their JSON keys (the keys plans have always been written with)
-_FLAT: dict[str, dict[str, Codec]] = {
-    "measuring": {
-        "candidates": ("candidates", _same, int),
-        "measurements": ("measurements", _same, int),
-        "cache_hits": ("cache_hits", _same, int),
-        "seconds": ("measure_seconds", _same, float),
-        "invalid": ("invalid", _same, int),
-        "invalid_examples": ("invalid_examples", lambda v: [e.to_dict() for e in v],
-                             lambda v: tuple(InvalidCandidate.from_dict(e) for e in v))},
-    "cover": {
-        "modelled_ms": ("modelled_ms", _same, float),
-        "seconds": ("search_seconds", _same, float),
-        "states": ("states", _same, int),
-        "pruned": ("pruned", _same, int),
-        "truncated": ("search_truncated", _same, str),
-        "bound_ms": ("bound_ms", _same, float),
-        "one_thread_partitions": ("one_thread_partitions", _same, int),
-        "partition_overhead_ms": ("partition_overhead_ms", _same, float),
-        "calibration_rounds": ("calibration_rounds", _same, int)},
-    "race": {
-        "timings": ("end_to_end_ms", _timings, _read_timings),
-        "kept": ("kept", str, Rival.parse),
-        "objective": ("objective", lambda v: v.to_dict(), Objective.from_dict),
-        "throughput_ips": ("throughput_ips", lambda v: {str(r): x for r, x in v.items()},
-                           lambda v: {Rival.parse(r): float(x) for r, x in v.items()}),
-        "raced_on": ("raced_on", _same, str)},
-    "guard": {
-        "verdict": ("numeric_guard", str, GuardVerdict),
-        "disagreements": ("disagreements", lambda v: [d.to_dict() for d in v],
-                          lambda v: tuple(Disagreement.from_dict(d) for d in v)),
-        "cost": ("guard_cost", _same, str)},
-    "source": {
-        "key": ("plan_key", _same, str),
-        "cache": ("plan_cache", _same, str)},
-}
-_PARTS: dict[str, Callable[..., Any]] = {
+_PARTS: dict[str, type[Any]] = {
     "measuring": MeasuringStats, "cover": CoverStats, "race": RaceRecord,
     "guard": GuardRecord, "source": PlanSource}
+# the parts' fields kept under other JSON keys (the keys plans have always been written
+# with), or written other than as they are; every other field is its own key, as it is
+_CODECS: dict[tuple[str, str], Codec] = {
+    ("measuring", "seconds"): ("measure_seconds", _same, _same),
+    ("measuring", "invalid_examples"): (
+        "invalid_examples", lambda v: [e.to_dict() for e in v],
+        lambda v: tuple(InvalidCandidate.from_dict(e) for e in v)),
+    ("cover", "seconds"): ("search_seconds", _same, _same),
+    ("cover", "truncated"): ("search_truncated", _same, _same),
+    ("race", "timings"): ("end_to_end_ms", lambda v: {str(r): t.to_json() for r, t in v.items()},
+                          lambda v: {Rival.parse(r): Timing.from_json(t) for r, t in v.items()}),
+    ("race", "kept"): ("kept", str, Rival.parse),
+    ("race", "objective"): ("objective", lambda v: v.to_dict(), Objective.from_dict),
+    ("race", "throughput_ips"): ("throughput_ips", lambda v: {str(r): x for r, x in v.items()},
+                                 lambda v: {Rival.parse(r): float(x) for r, x in v.items()}),
+    ("guard", "verdict"): ("numeric_guard", str, GuardVerdict),
+    ("guard", "disagreements"): ("disagreements", lambda v: [d.to_dict() for d in v],
+                                 lambda v: tuple(Disagreement.from_dict(d) for d in v)),
+    ("guard", "cost"): ("guard_cost", _same, _same),
+    ("source", "key"): ("plan_key", _same, _same),
+    ("source", "cache"): ("plan_cache", _same, _same),
+}
 _WHOLE: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "proposals": (lambda v: [p.to_dict() for p in v],
-                  lambda v: tuple(ProposalRecord.from_dict(p) for p in v)),
-    "coarse": (lambda v: v.to_dict(), CoarseRecord.from_dict),
-    "shapes": (lambda v: v.to_dict(), ShapesRecord.from_dict),
+                  lambda v: tuple(records.ProposalRecord.from_dict(p) for p in v)),
+    "coarse": (lambda v: v.to_dict(), records.CoarseRecord.from_dict),
+    "shapes": (lambda v: v.to_dict(), records.ShapesRecord.from_dict),
     "accuracy": (lambda v: v.to_dict(), AccuracyReport.from_dict),
-    "precision": (lambda v: v.to_dict(), PrecisionRecord.from_dict),
-    "interrupted": (lambda v: v.to_dict(), InterruptRecord.from_dict),
-    "fallback_from": (_listed, tuple),
+    "precision": (lambda v: v.to_dict(), records.PrecisionRecord.from_dict),
+    "interrupted": (lambda v: v.to_dict(), records.InterruptRecord.from_dict),
+    "fallback_from": (list, tuple),
 }
+
+
+def _codec(part: str, name: str) -> Codec:
+    return _CODECS.get((part, name), (name, _same, _same))
+
 
 __all__ = ["CoverStats", "GuardRecord", "GuardVerdict", "MeasuringStats", "PlanSource",
            "RaceRecord", "SearchStats", "Timing"]

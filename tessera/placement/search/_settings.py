@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from tessera.backends import BACKENDS
-from tessera.config._objective import Objective
+from tessera.config import Objective
 from tessera.placement.record._plan import Plan
 from tessera.placement.record._rival import Rival
 from tessera.placement.search._support import FALLBACK
