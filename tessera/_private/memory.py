@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import gc
+import platform
 import sys
 from typing import Any
 
@@ -15,10 +16,11 @@ from typing import Any
 def _libc() -> Any:
     if not sys.platform.startswith("linux"):
         return None
+    if platform.libc_ver()[0] != "glibc":  # musl has no malloc_trim: nothing to trim
+        return None
     try:
-        libc = ctypes.CDLL("libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
-    except OSError:  # not glibc (musl): nothing to trim
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
         return None
 
 

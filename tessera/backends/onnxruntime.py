@@ -380,7 +380,7 @@ class _OrtCompiled(Compiled):
         validation repeats the check already made, on the CPU EP alone (with another EP the
         wrapper falls back to the CPU when that EP fails)."""
         session = self.session
-        inner = getattr(session, "_sess", None)
+        inner = vars(session).get("_sess")  # the C session below the Python wrapper
         if inner is None or session.get_providers() != ["CPUExecutionProvider"]:
             return session.run  # type: ignore[no-any-return]
         lean = inner.run

@@ -7,6 +7,7 @@ the connected regions the CPU plugin runs."""
 from __future__ import annotations
 
 import functools
+import io
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -394,7 +395,7 @@ class OpenVinoBackend(ProbedBackend):
     def export_cache(self, compiled: Compiled) -> bytes | None:
         assert isinstance(compiled, _OpenVinoCompiled)
         exported = compiled.compiled.export_model()  # a BytesIO in recent releases
-        return exported.getvalue() if hasattr(exported, "getvalue") else bytes(exported)
+        return exported.getvalue() if isinstance(exported, io.BytesIO) else bytes(exported)
 
     def _compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
                         ) -> Compiled:

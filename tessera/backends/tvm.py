@@ -146,7 +146,7 @@ class TvmBackend(ProbedBackend):
 
         def run(feeds: Mapping[str, np.ndarray]) -> list[Any]:
             results = machine["main"](*(tvm.runtime.tensor(feeds[name]) for name in inputs))
-            if hasattr(results, "numpy") or isinstance(results, tvm.runtime.ShapeTuple):
+            if isinstance(results, tvm.runtime.Tensor | tvm.runtime.ShapeTuple):
                 results = (results,)  # one output; several come as a sequence
             return [_host(value) for value in results]
         return run
@@ -186,7 +186,7 @@ class _TvmCompiled(Compiled):
         args = [tvm.runtime.tensor(np.require(feeds[s.name], requirements="C"), self.device)
                 for s in self.inputs]
         results = self.machine["main"](*args)
-        if hasattr(results, "numpy") or isinstance(results, tvm.runtime.ShapeTuple):
+        if isinstance(results, tvm.runtime.Tensor | tvm.runtime.ShapeTuple):
             results = (results,)  # one output; several come as a sequence
         return {name: _host(value) for name, value in zip(self._names, results, strict=True)}
 
@@ -194,8 +194,11 @@ class _TvmCompiled(Compiled):
 def _host(value: Any) -> np.ndarray:
     """A tensor as numpy; a shape (what Shape computes on static shapes) as int64."""
     import numpy as np
+    import tvm
 
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(list(value), np.int64)
+    if isinstance(value, tvm.runtime.Tensor):
+        return value.numpy()  # type: ignore[no-any-return]
+    return np.asarray(list(value), np.int64)
 
 
 BACKEND = BACKENDS.register("tvm", TvmBackend())

@@ -340,12 +340,11 @@ class FlowOptions:
         return options
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name.replace("_", "-"): _plain(getattr(self, f.name))
-                for f in dataclasses.fields(self)}
+        return {name.replace("_", "-"): _plain(value) for name, value in vars(self).items()}
 
     def cache_key_items(self) -> dict[str, Any]:
         return {
-            f.name: _plain(getattr(self, f.name))
+            f.name: _plain(vars(self)[f.name])
             for f in dataclasses.fields(self)
             if f.metadata["cache_key"]
         }

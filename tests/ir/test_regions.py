@@ -209,7 +209,7 @@ def test_no_inputs_are_implied_for_a_sequence_input_and_precision_says_why() -> 
     from tessera.config import CompilationConfig
     from tessera.errors import ModelError
     from tessera.ir._implied import implied_inputs
-    from tessera.placement.judge._precision import precision_setup
+    from tessera.placement.judge._precision_setup import precision_setup
 
     graph = h.make_graph(
         [h.make_node("ConcatFromSequence", ["items"], ["y"], axis=0)], "takes a sequence",
