@@ -1,13 +1,16 @@
 """int8 forms of a partition, made with ONNX Runtime's quantizer: `dynamic` (int8 weights,
 activations quantized at run time; pays off on MatMul/Gemm-heavy parts) and `static` (the QDQ
 format, activation ranges calibrated on sample inputs; ONNX Runtime and OpenVINO both run it
-as int8). Quantizing works on a copy in a temporary directory that is always removed."""
+as int8). Quantizing works on a copy in a temporary directory that is always removed, and
+the quantizer writes nowhere else (`_contained`)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import tempfile
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -109,7 +112,7 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
                            "not installed: pip install onnxruntime") from err
     from tessera.ir import inline_weights
 
-    with tempfile.TemporaryDirectory(prefix="tessera-int8-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tessera-int8-") as tmp, _contained(tmp):
         source, prepared, output = (Path(tmp, n) for n in ("model.onnx", "pre.onnx", "q.onnx"))
         try:
             onnx.save_model(inline_weights(submodel), str(source))
@@ -132,6 +135,31 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
 
             raise CompileError(f"{backend} could not quantize the partition to int8 "
                                f"(-int8-recipe={recipe}): {typed_line(err, 100_000)}") from err
+
+
+_CONTAINED = threading.Lock()  # the working directory is the process's: one at a time
+
+
+@contextlib.contextmanager
+def _contained(tmp: str) -> Iterator[None]:
+    """The quantizer run with `tmp` as its working and temporary directory. Where its
+    symbolic shape inference is incomplete, ONNX Runtime saves the model it got to
+    `sym_shape_infer_temp.onnx` in the working directory, its weights beside it as
+    `<uuid>.data` (256 MB for GPT-2-small); its own temporary files go to the system's
+    (Python's and, through TMPDIR, its C++ library's). Here all of them land in `tmp`, which
+    is removed after, also on an error or Ctrl-C."""
+    with _CONTAINED:
+        saved, env = tempfile.tempdir, os.environ.get("TMPDIR")
+        tempfile.tempdir = os.environ["TMPDIR"] = tmp
+        try:
+            with contextlib.chdir(tmp):
+                yield
+        finally:
+            tempfile.tempdir = saved
+            if env is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = env
 
 
 @contextlib.contextmanager
