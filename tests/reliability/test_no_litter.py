@@ -20,7 +20,6 @@ from tessera.errors import CompileError
 
 from ..ir.models import mlp
 
-
 # ONNX Runtime's own session-id file: its library writes it to the temporary directory it
 # read at import, on its first session in a process, whoever runs it (ONNX Runtime alone too)
 _ORT_SESSION_ID = ".ses"
