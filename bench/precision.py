@@ -173,7 +173,7 @@ def build_rows(name: str, path: str, proto: onnx.ModelProto, samples: list[dict[
                budget: AccuracyBudget, work: Path) -> dict[str, Row]:
     """Every configuration built, each failure recorded in its row; tessera's compiles come
     last, so nothing else runs in the process while they measure."""
-    from tessera.backends._quantize import quantize
+    from tessera.backends._quantize import Recipe, quantize
 
     outputs = [o.name for o in proto.graph.output]
     calibration = samples[0::2]
@@ -193,7 +193,7 @@ def build_rows(name: str, path: str, proto: onnx.ModelProto, samples: list[dict[
     for recipe in ("dynamic", "static"):
         began = time.perf_counter()
         try:
-            quantized = quantize(proto, recipe, calibration if recipe == "static" else None,
+            quantized = quantize(proto, Recipe(recipe), calibration if recipe == "static" else None,
                                  backend="onnxruntime").SerializeToString()
             failed = None
         except Exception as err:

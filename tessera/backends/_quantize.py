@@ -13,19 +13,88 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from tessera.errors import CompileError
+from tessera.target import AttrSpec, AttrType
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-__all__ = ["Calibration", "DigestedCalibration", "Recipe", "calibration_digest", "is_quantized",
-           "model_digest", "quantize"]
+__all__ = ["Calibration", "DigestedCalibration", "Form", "Recipe", "calibration_digest",
+           "canonical_int8", "int8_attrs", "is_quantized", "model_digest", "quantize",
+           "recipes_for"]
 
-Recipe = Literal["dynamic", "static"]
+Form = Literal["dynamic", "static"]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a partition is quantized: the form (`static`: QDQ with activation ranges
+    calibrated on samples; `dynamic`: int8 weights, activations quantized at run time), and
+    for the static form, the activations' type (s8 or u8: OpenVINO on AMX compiles only u8),
+    whether their ranges are symmetric, whether weights are quantized per output channel,
+    and how ranges are calibrated (min-max, a percentile, or entropy)."""
+
+    form: Form = "static"
+    activations: Literal["s8", "u8"] = "s8"
+    symmetric: bool = False
+    per_channel: bool = False
+    calibration: Literal["minmax", "percentile", "entropy"] = "minmax"
+
+    @classmethod
+    def of(cls, attrs: Mapping[str, Any], form: Form = "static") -> Recipe:
+        """The recipe a target's attributes name (those of `int8_attrs`)."""
+        return cls(form, attrs.get("int8-activations") or "s8",
+                   bool(attrs.get("int8-symmetric")), bool(attrs.get("int8-per-channel")),
+                   attrs.get("int8-calibration") or "minmax")
+
+    def __str__(self) -> str:
+        """The form, then what differs from the defaults: 'static', 'static u8 symmetric'."""
+        if self.form == "dynamic":
+            return "dynamic"
+        changed = [self.activations if self.activations != "s8" else "",
+                   "symmetric" if self.symmetric else "",
+                   "per-channel" if self.per_channel else "",
+                   self.calibration if self.calibration != "minmax" else ""]
+        return " ".join(["static", *(c for c in changed if c)])
+
+
+def int8_attrs() -> tuple[AttrSpec, ...]:
+    """The static int8 recipe's attributes, declared alike by every backend that runs the
+    QDQ form (unset: s8 asymmetric per-tensor min-max, ONNX Runtime's own defaults). Each
+    enters the tuning key: it changes the code."""
+    return (
+        AttrSpec("int8-activations", AttrType.STR, None,
+                 "static int8: the activations' type, s8 (unset) or u8",
+                 choices=("s8", "u8")),
+        AttrSpec("int8-symmetric", AttrType.BOOL, None,
+                 "static int8: symmetric activation ranges (unset: asymmetric)"),
+        AttrSpec("int8-per-channel", AttrType.BOOL, None,
+                 "static int8: weights quantized per output channel (unset: per tensor)"),
+        AttrSpec("int8-calibration", AttrType.STR, None,
+                 "static int8: how activation ranges are calibrated, minmax (unset), "
+                 "percentile or entropy", choices=("minmax", "percentile", "entropy")),
+    )
+
+
+def recipes_for(flags: Sequence[str]) -> tuple[dict[str, Any], ...]:
+    """The static recipes worth trying on a CPU with these instruction-set flags, as
+    target attributes: OpenVINO on AMX compiles QDQ models only with u8 activations, so
+    there u8 asymmetric comes first; elsewhere ONNX Runtime's s8 default."""
+    u8: dict[str, Any] = {"int8-activations": "u8"}
+    return (u8, {}) if "amx_int8" in flags else ({},)
+
+
+def canonical_int8(attrs: dict[str, Any], int8: bool) -> None:
+    """The recipe's attributes dropped where the target is not int8, and a default value
+    never spelled (one target, one tuning key)."""
+    for spec in int8_attrs():
+        if not int8 or attrs.get(spec.name) in (None, spec.default, False, "s8", "minmax"):
+            attrs.pop(spec.name, None)
 # sample inputs of a submodel: one dict per sample, arrays keyed by the submodel's input names
 Calibration = Sequence[Mapping[str, "np.ndarray"]]
 
@@ -47,7 +116,8 @@ def quantize(submodel: onnx.ModelProto, recipe: Recipe, calibration: Calibration
     if key in _MEMO:  # ONNX Runtime and OpenVINO run the same QDQ form: quantize it once
         _MEMO.move_to_end(key)
         return _MEMO[key]
-    samples = _checked_samples(submodel, recipe, calibration, backend) if recipe == "static" \
+    samples = _checked_samples(submodel, recipe, calibration, backend) \
+        if recipe.form == "static" \
         else []
     quantized = _quantize(submodel, recipe, samples, backend)
     _MEMO[key] = quantized
@@ -67,10 +137,10 @@ def is_quantized(model: onnx.ModelProto) -> bool:
     return any(node.op_type in _INT8_OPS for node in model.graph.node)
 
 
-def _memo_key(submodel: onnx.ModelProto, recipe: str, calibration: Calibration | None
+def _memo_key(submodel: onnx.ModelProto, recipe: Recipe, calibration: Calibration | None
               ) -> tuple[str, str, str]:
-    return (model_digest(submodel), recipe,
-            calibration_digest(calibration) if recipe == "static" else "")
+    return (model_digest(submodel), str(recipe),
+            calibration_digest(calibration) if recipe.form == "static" else "")
 
 
 def model_digest(model: onnx.ModelProto) -> str:
@@ -116,7 +186,7 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
         source, prepared, output = (Path(tmp, n) for n in ("model.onnx", "pre.onnx", "q.onnx"))
         try:
             onnx.save_model(inline_weights(submodel), str(source))
-            if recipe == "dynamic":
+            if recipe.form == "dynamic":
                 # no pre-processing: it costs a shape inference and an optimised copy of the
                 # model (14 s for GPT-2-small), and its MatMul+Add fusion into Gemm leaves
                 # the weight products unquantized, the very part dynamic int8 speeds up
@@ -124,9 +194,14 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
                     q.quantize_dynamic(str(source), str(output))
             else:
                 _pre_process(q, source, prepared, _static_shapes(submodel))
-                q.quantize_static(str(prepared), str(output), _reader(q, samples),
-                                  quant_format=q.QuantFormat.QDQ,
-                                  calibration_providers=["CPUExecutionProvider"])
+                q.quantize_static(
+                    str(prepared), str(output), _reader(q, samples),
+                    quant_format=q.QuantFormat.QDQ, per_channel=recipe.per_channel,
+                    activation_type=q.QuantType.QUInt8 if recipe.activations == "u8"
+                    else q.QuantType.QInt8,
+                    calibrate_method=_CALIBRATIONS[recipe.calibration](q),
+                    extra_options={"ActivationSymmetric": recipe.symmetric},
+                    calibration_providers=["CPUExecutionProvider"])
             return onnx.load_model(str(output))
         except CompileError:
             raise
@@ -134,9 +209,14 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
             from tessera._private.text import typed_line
 
             raise CompileError(f"{backend} could not quantize the partition to int8 "
-                               f"(-int8-recipe={recipe}): {typed_line(err, 100_000)}") from err
+                               f"({recipe}): {typed_line(err, 100_000)}") from err
 
 
+_CALIBRATIONS: dict[str, Any] = {
+    "minmax": lambda q: q.CalibrationMethod.MinMax,
+    "percentile": lambda q: q.CalibrationMethod.Percentile,
+    "entropy": lambda q: q.CalibrationMethod.Entropy,
+}
 _CONTAINED = threading.Lock()  # the working directory is the process's: one at a time
 
 
@@ -226,7 +306,8 @@ def _static_shapes(model: onnx.ModelProto) -> bool:
     return True
 
 
-def _checked_samples(submodel: onnx.ModelProto, recipe: str, calibration: Calibration | None,
+def _checked_samples(submodel: onnx.ModelProto, recipe: Recipe,
+                     calibration: Calibration | None,
                      backend: str) -> list[dict[str, np.ndarray]]:
     import numpy as np
 
@@ -234,7 +315,7 @@ def _checked_samples(submodel: onnx.ModelProto, recipe: str, calibration: Calibr
     names = [i.name for i in submodel.graph.input if i.name not in weights]
     if not calibration:
         raise CompileError(
-            f"{backend} -int8-recipe={recipe} needs calibration data to fix activation "
+            f"{backend} int8 ({recipe}) needs calibration data to fix activation "
             f"ranges: give a few representative samples of the inputs {names} "
             "(compile(..., calibration=[{name: array, ...}, ...])), or use -int8-recipe=dynamic")
     samples = []

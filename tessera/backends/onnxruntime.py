@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tessera._private.cores import cpu_flags
 from tessera.backends import _deviations as dev
 from tessera.backends import _quantize
 from tessera.backends._availability import library_availability
@@ -41,10 +42,12 @@ def _canonicalize(attrs: dict[str, Any]) -> dict[str, Any]:
     none (it changes nothing there, so the two spellings are one target and one tuning key)."""
     if attrs.get("precision") == "fp32":
         del attrs["precision"]
-    if attrs.get("precision") == "int8":
+    int8 = attrs.get("precision") == "int8"
+    if int8:
         attrs.setdefault("int8-recipe", "static")
     else:
         attrs.pop("int8-recipe", None)
+    _quantize.canonical_int8(attrs, int8 and attrs.get("int8-recipe") == "static")
     return attrs
 
 
@@ -77,6 +80,7 @@ KIND = register_kind(
                  "time, no calibration; suits MatMul/Gemm-heavy parts such as transformers); "
                  "dropped without -precision=int8",
                  choices=("static", "dynamic")),
+        *_quantize.int8_attrs(),
     ),
     canonicalizer=_canonicalize,
 )
@@ -186,14 +190,17 @@ class OnnxRuntimeBackend(Backend):
                 calibration: Calibration | None) -> onnx.ModelProto:
         if target.attrs.get("precision") != "int8":
             return submodel
-        return _quantize.quantize(submodel, target.attrs["int8-recipe"], calibration,
+        recipe = _quantize.Recipe.of(target.attrs, target.attrs["int8-recipe"])
+        return _quantize.quantize(submodel, recipe, calibration,
                                   backend="onnxruntime")  # it reads the weights it needs
 
     def precision_variants(self, target: Target) -> tuple[Target, ...]:
         if "precision" in target.explicit_attrs or target.device_type != "cpu":
             return ()
-        return tuple(target.with_attrs(**{"precision": "int8", "int8-recipe": recipe})
-                     for recipe in ("static", "dynamic"))
+        static = tuple(target.with_attrs(**{"precision": "int8", "int8-recipe": "static",
+                                            **recipe})
+                       for recipe in _quantize.recipes_for(cpu_flags()))
+        return (*static, target.with_attrs(**{"precision": "int8", "int8-recipe": "dynamic"}))
 
     def calibrated(self, target: Target) -> bool:
         return target.attrs.get("int8-recipe") == "static"
@@ -212,8 +219,9 @@ class OnnxRuntimeBackend(Backend):
         return Support(True)
 
     def precision_form(self, target: Target) -> str | None:
-        recipe = target.attrs.get("int8-recipe")
-        return f"onnxruntime-quantizer {recipe}" if recipe else None
+        form = target.attrs.get("int8-recipe")
+        return f"onnxruntime-quantizer {_quantize.Recipe.of(target.attrs, form)}" if form \
+            else None
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         wide, widened = widen_boundary(submodel)

@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tessera._private.cores import cpu_flags
 from tessera.backends import _deviations as dev
 from tessera.backends import _quantize
 from tessera.backends._answer import Support
@@ -64,8 +65,16 @@ KIND = register_kind(
                  "miscompute or fail to compile QDQ MatMul chains on some AVX-512 CPUs)",
                  choices=("auto", "enable", "disable")),
         AttrSpec("cache-dir", AttrType.STR, doc="compiled-blob cache directory", tuning=False),
+        *_quantize.int8_attrs(),
     ),
+    canonicalizer=lambda attrs: _int8_only(attrs),
 )
+
+
+def _int8_only(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The int8 recipe's attributes only on an int8 target (one spelling, one tuning key)."""
+    _quantize.canonical_int8(attrs, attrs.get("precision") == "int8")
+    return attrs
 
 _CAPABILITY = {"bf16": "BF16", "f16": "FP16"}
 _QUERIES_KEPT = 32  # whole-model answers kept by digest: a few bytes per node each
@@ -322,7 +331,8 @@ class OpenVinoBackend(ProbedBackend):
                 calibration: Calibration | None) -> onnx.ModelProto:
         if target.attrs["precision"] != "int8":
             return submodel
-        return _quantize.quantize(submodel, "static", calibration, backend="openvino")
+        return _quantize.quantize(submodel, _quantize.Recipe.of(target.attrs), calibration,
+                                  backend="openvino")
 
     def variant_suits(self, variant: Target, weights_by_op: Mapping[str, int]) -> Support:
         # bf16 and f16 speed up the dot products of matrix products and convolutions only
@@ -342,7 +352,9 @@ class OpenVinoBackend(ProbedBackend):
         capabilities = _core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
         wider = tuple(target.with_attrs(precision=p) for p in ("bf16", "f16")
                       if _CAPABILITY[p] in capabilities)  # where the CPU has the instructions
-        return (target.with_attrs(precision="int8"), *wider)
+        int8 = tuple(target.with_attrs(precision="int8", **recipe)
+                     for recipe in _quantize.recipes_for(cpu_flags()))
+        return (*int8, *wider)
 
     def calibrated(self, target: Target) -> bool:
         return bool(target.attrs["precision"] == "int8")
@@ -350,7 +362,8 @@ class OpenVinoBackend(ProbedBackend):
     def precision_form(self, target: Target) -> str | None:
         # int8 is ONNX Runtime's static QDQ form (`_quantize`); bf16/f16 are OpenVINO's own
         precision = target.attrs["precision"]
-        return "onnxruntime-quantizer static" if precision == "int8" else (
+        return f"onnxruntime-quantizer {_quantize.Recipe.of(target.attrs)}" \
+            if precision == "int8" else (
             None if precision == "f32" else f"openvino {precision}")
 
     @staticmethod

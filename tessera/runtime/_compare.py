@@ -176,7 +176,7 @@ def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
     """Without tessera, by hand, and tessera's plan under the config's accuracy budget, on
     the same samples; each timed in its own block. `speedup` is the baseline's median over
     the row's (higher is faster)."""
-    from tessera.backends._quantize import quantize
+    from tessera.backends._quantize import Recipe, quantize
     from tessera.config import accuracy_of
     from tessera.oracle import reference_answers
 
@@ -188,7 +188,7 @@ def compare_within(model: Model, config: CompilationConfig, samples: Samples, *,
     calibration, _ = samples.split()
     built: dict[str, _Row] = {f"native {name}": _guarded(functools.partial(
         _native, name, raw)) for name in names}
-    quantized = _guarded(lambda: quantize(inline_weights(model.proto), "static",
+    quantized = _guarded(lambda: quantize(inline_weights(model.proto), Recipe(),
                                           list(calibration), backend="onnxruntime")
                          .SerializeToString())
     for name in names:

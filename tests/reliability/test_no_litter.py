@@ -62,7 +62,7 @@ def test_the_quantizer_writes_nowhere_but_its_own_directory(
     work, temp = fresh
     monkeypatch.setattr(quantization, "quantize_dynamic",
                         _littering(quantization.quantize_dynamic))
-    quantized = _quantize.quantize(mlp(), "dynamic", None,
+    quantized = _quantize.quantize(mlp(), _quantize.Recipe("dynamic"), None,
                                    backend="onnxruntime")
     assert _quantize.is_quantized(quantized)
     assert _everything(work) == [] and _everything(temp) == []
@@ -81,7 +81,7 @@ def test_a_failing_quantizer_leaves_nothing_either(
     monkeypatch.setattr(quantization, "quantize_dynamic", failing)
     model = mlp(hidden=24)
     with pytest.raises(CompileError, match="Incomplete symbolic shape inference"):
-        _quantize.quantize(model, "dynamic", None, backend="onnxruntime")
+        _quantize.quantize(model, _quantize.Recipe("dynamic"), None, backend="onnxruntime")
     assert _everything(work) == [] and _everything(temp) == []
     assert Path.cwd() == work and tempfile.gettempdir() == str(temp)  # both given back
 

@@ -1,0 +1,88 @@
+"""The static int8 recipe as target attributes: activations s8 or u8, symmetric or not,
+per-channel weights, the calibration method. Each spelling round-trips through the target's
+string and JSON forms, enters the tuning key, and reaches ONNX Runtime's quantizer; the
+recipes tried follow the CPU's instruction sets."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tessera import backends
+from tessera.backends._quantize import Recipe, quantize, recipes_for
+from tessera.target import Target
+
+from ..ir.models import mlp
+
+RECIPES = st.fixed_dictionaries({}, optional={
+    "int8-activations": st.sampled_from(["s8", "u8"]),
+    "int8-symmetric": st.booleans(),
+    "int8-per-channel": st.booleans(),
+    "int8-calibration": st.sampled_from(["minmax", "percentile", "entropy"]),
+})
+
+
+def _spelled(kind: str, recipe: dict[str, object]) -> str:
+    words = [f"-{k}={str(v).lower()}" for k, v in recipe.items()]
+    return " ".join([kind, "-precision=int8", *words])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["onnxruntime", "openvino"]), RECIPES)
+def test_a_recipe_round_trips_and_names_what_is_quantized(kind: str,
+                                                          recipe: dict[str, object]) -> None:
+    target = Target(_spelled(kind, recipe))
+    assert Target(str(target)) == target
+    assert Target.from_json(target.to_json()) == target
+    made = Recipe.of(target.attrs)
+    assert made.activations == recipe.get("int8-activations", "s8")
+    assert made.symmetric is bool(recipe.get("int8-symmetric", False))
+    assert made.per_channel is bool(recipe.get("int8-per-channel", False))
+    assert made.calibration == recipe.get("int8-calibration", "minmax")
+    # one recipe, one tuning key: the defaults spelled or not are the same target
+    assert target.tuning_key() == Target(_spelled(kind, {
+        k: v for k, v in recipe.items() if v not in (False, "s8", "minmax")})).tuning_key()
+    default = Target(f"{kind} -precision=int8")
+    assert (target.tuning_key() == default.tuning_key()) == (made == Recipe())
+    # the quantized form is remembered under the recipe's name: one name per recipe
+    assert (str(made) == "static") == (made == Recipe())
+
+
+@given(st.sampled_from(["onnxruntime", "openvino"]), RECIPES)
+def test_the_recipe_belongs_to_int8_alone(kind: str, recipe: dict[str, object]) -> None:
+    plain = Target(" ".join([kind, *(f"-{k}={str(v).lower()}" for k, v in recipe.items())]))
+    assert plain == Target(kind)
+
+
+def test_the_recipes_tried_follow_the_instruction_sets() -> None:
+    assert recipes_for(("avx2", "avx512_vnni", "amx_int8", "amx_bf16"))[0] == {
+        "int8-activations": "u8"}  # OpenVINO on AMX compiles u8 activations only
+    assert recipes_for(("avx2", "avx512_vnni")) == ({},)
+    assert recipes_for(("avx2",)) == ({},)
+    variants = backends.get("onnxruntime").precision_variants(Target("onnxruntime"))
+    assert [v.attrs["int8-recipe"] for v in variants][-1] == "dynamic"
+
+
+def _zero_point_types(model: onnx.ModelProto) -> set[int]:
+    weights = {t.name: t for t in model.graph.initializer}
+    return {weights[n.input[2]].data_type for n in model.graph.node
+            if n.op_type == "QuantizeLinear" and len(n.input) > 2 and n.input[2] in weights}
+
+
+@pytest.mark.parametrize("recipe, zero_point", [
+    (Recipe(), onnx.TensorProto.INT8),
+    (Recipe(activations="u8"), onnx.TensorProto.UINT8),
+    (Recipe(activations="u8", symmetric=True, per_channel=True, calibration="percentile"),
+     onnx.TensorProto.UINT8),
+])
+def test_the_quantizer_makes_the_recipe_asked_for(recipe: Recipe, zero_point: int) -> None:
+    model = mlp(hidden=32)
+    rng = np.random.default_rng(0)
+    calibration = [{"x": rng.standard_normal((2, 8)).astype(np.float32)} for _ in range(4)]
+    quantized = quantize(model, recipe, calibration, backend="onnxruntime")
+    assert zero_point in _zero_point_types(quantized)
+    scales = [t for t in quantized.graph.initializer if t.name.endswith("_scale")]
+    assert scales  # a QDQ form: every quantized value has its scale
