@@ -152,6 +152,12 @@ def _positive_int(value: object) -> int:
     return number
 
 
+def _positive_int_or_none(value: object) -> int | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    return _positive_int(value)
+
+
 def _positive_seconds(value: object) -> float:
     try:
         number = float(value)  # type: ignore[arg-type]
@@ -253,6 +259,10 @@ class FlowOptions:
         "cosine>=0.9995; int8 is tried only with a budget and the user's samples. Without "
         "samples, inputs are generated in the ranges the model implies",
         cache_key=True, parse=_accuracy)
+    calibration_samples: int | None = _option(
+        None, "how many samples of the calibration half (the samples at even positions) "
+        "calibrate int8 forms: the first N of them (unset: all); the validation half judges "
+        "the plan whatever this is", cache_key=True, parse=_positive_int_or_none)
     shapes: ShapeProfile | None = _option(
         None, "the sizes of the model's symbolic dimensions placement measures at, and the "
         "ranges run accepts: NAME=V1,V2 (representative values, each measured; V@W weighs "

@@ -72,13 +72,14 @@ class Samples:
     def labels(self) -> list[str]:
         return [item.label for item in self.items]
 
-    def split(self) -> tuple[Samples, Samples]:
+    def split(self, calibrating: int | None = None) -> tuple[Samples, Samples]:
         """(calibration, validation), deterministically and disjoint: the samples at even
         positions (first, third, ...) calibrate, those at odd positions validate, so two or
-        more samples give at least one to each. A single sample serves as both."""
+        more samples give at least one to each. A single sample serves as both. With
+        `calibrating`, only the first that many of the calibration half calibrate."""
         if len(self.items) == 1:
             return self, self
-        return Samples(self.items[0::2]), Samples(self.items[1::2])
+        return Samples(self.items[0::2][:calibrating]), Samples(self.items[1::2])
 
     @property
     def digest(self) -> str:

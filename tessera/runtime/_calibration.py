@@ -19,11 +19,12 @@ if TYPE_CHECKING:
 
 
 class Activations:
-    """The model's values on the calibration half of `samples`, computed on demand."""
+    """The model's values on the calibration half of `samples` (its first `count`
+    samples, where given), computed on demand."""
 
-    def __init__(self, model: Model, samples: Samples) -> None:
+    def __init__(self, model: Model, samples: Samples, count: int | None = None) -> None:
         self.model = model
-        self.samples = samples.split()[0]
+        self.samples = samples.split(count)[0]
         self._values: dict[str, list[np.ndarray]] = {}
 
     def of(self, names: Sequence[str]) -> list[dict[str, np.ndarray]]:

@@ -277,8 +277,9 @@ class RuntimeBuilder:
         samples = samples if samples is not None else self.samples
         activations = None
         if samples is not None:
-            key = f"{model.content_digest}|{samples.digest}"
-            activations = self._activations.setdefault(key, Activations(model, samples))
+            count = config.options.calibration_samples
+            key = f"{model.content_digest}|{samples.digest}|{count}"
+            activations = self._activations.setdefault(key, Activations(model, samples, count))
         parts, failures = build_partitions(model, plan, policy,
                                            warm=config.options.compile_cache,
                                            activations=activations, memo=self._memo,
