@@ -365,3 +365,40 @@ def test_where_no_implementation_answers_the_judging_inputs_no_precision_is_trie
     np.testing.assert_allclose(compiled.run(samples[0])["output"],
                                reference.run(samples[0])["output"],
                                rtol=1e-5, atol=1e-6)
+
+
+OV_NO_IMPLEMENTATION = """
+Exception from src/inference/src/cpp/core.cpp:121:
+Check '!implementations.empty()' failed at src/plugins/intel_cpu/src/node.cpp:707:
+[CPU] FullyConnected node with name '/mm1' No suitable implementations
+"""
+
+
+@pytest.mark.skipif(not (backends.get("openvino").is_available().ok
+                         and backends.get("onnxruntime").is_available().ok),
+                    reason="needs openvino and onnxruntime")
+def test_a_form_its_backend_cannot_compile_is_refused_with_its_reason_not_timed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenVINO on an AMX CPU refuses ONNX Runtime's QDQ form with s8 activations (forged
+    here with its own message): the variant is a refusal that names the backend's
+    informative line, never a timing, and the plan keeps a form that compiles."""
+    openvino = backends.get("openvino")
+    compile_ = type(openvino)._compile
+
+    def refusing(self: object, submodel: object, target: Target) -> object:
+        if target.attrs["precision"] == "int8":
+            raise RuntimeError(OV_NO_IMPLEMENTATION)
+        return compile_(self, submodel, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(openvino), "_compile", refusing)
+    samples = _samples("mlp", 6)
+    compiled = tessera.compile(zoo.export("mlp"), "openvino,onnxruntime", samples=samples,
+                               accuracy="cosine>=0.99", compile_cache=False)
+    record = compiled.plan.stats.precision
+    assert record is not None and record.searched
+    (refused,) = [v for v in record.variants if v.target.startswith("openvino -precision=int8")]
+    assert refused.note.startswith("failed to build: ")
+    assert "No suitable implementations" in refused.note
+    assert refused.whole_ms is None and not refused.met
+    assert all(Target(str(p.target)).attrs.get("precision") != "int8"
+               or p.kind != "openvino" for p in compiled.plan.partitions)
