@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import tempfile
 import threading
@@ -28,7 +29,7 @@ __all__ = ["Calibration", "DigestedCalibration", "Form", "Recipe", "calibration_
            "canonical_int8", "int8_attrs", "is_quantized", "model_digest", "quantize",
            "recipes_for"]
 
-Form = Literal["dynamic", "static"]
+Form = Literal["dynamic", "static", "weights"]
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,17 @@ class Recipe:
     calibrated on samples; `dynamic`: int8 weights, activations quantized at run time), and
     for the static form, the activations' type (s8 or u8: OpenVINO on AMX compiles only u8),
     whether their ranges are symmetric, whether weights are quantized per output channel,
-    and how ranges are calibrated (min-max, a percentile, or entropy)."""
+    and how ranges are calibrated (min-max, a percentile, or entropy). `weights`: only
+    MatMul weights quantized, to `bits` (8 or 4) in blocks, as ONNX Runtime's MatMulNBits,
+    which computes at its `accuracy_level` (4: int8 dot products; None: its default)."""
 
     form: Form = "static"
     activations: Literal["s8", "u8"] = "s8"
     symmetric: bool = False
     per_channel: bool = False
     calibration: Literal["minmax", "percentile", "entropy"] = "minmax"
+    bits: int = 8
+    accuracy_level: int | None = None
 
     @classmethod
     def of(cls, attrs: Mapping[str, Any], form: Form = "static") -> Recipe:
@@ -56,6 +61,9 @@ class Recipe:
         """The form, then what differs from the defaults: 'static', 'static u8 symmetric'."""
         if self.form == "dynamic":
             return "dynamic"
+        if self.form == "weights":
+            level = f" accuracy {self.accuracy_level}" if self.accuracy_level is not None else ""
+            return f"weights {self.bits}-bit{level}"
         changed = [self.activations if self.activations != "s8" else "",
                    "symmetric" if self.symmetric else "",
                    "per-channel" if self.per_channel else "",
@@ -128,7 +136,9 @@ def quantize(submodel: onnx.ModelProto, recipe: Recipe, calibration: Calibration
 
 # ops only a quantized model holds
 _INT8_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
-             "ConvInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeMatMul")
+             "ConvInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeMatMul",
+             "MatMulNBits")
+_BLOCK = 32  # weights per scale in the weight-only form: finer blocks keep more accuracy
 _MEMO: OrderedDict[tuple[str, str, str], onnx.ModelProto] = OrderedDict()
 _MEMO_SIZE = 2  # the forms of the last partitions quantized (int8 weights: a quarter size)
 
@@ -186,6 +196,8 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
         source, prepared, output = (Path(tmp, n) for n in ("model.onnx", "pre.onnx", "q.onnx"))
         try:
             onnx.save_model(inline_weights(submodel), str(source))
+            if recipe.form == "weights":
+                return _weights_only(inline_weights(submodel), recipe)
             if recipe.form == "dynamic":
                 # no pre-processing: it costs a shape inference and an optimised copy of the
                 # model (14 s for GPT-2-small), and its MatMul+Add fusion into Gemm leaves
@@ -240,6 +252,32 @@ def _contained(tmp: str) -> Iterator[None]:
                 del os.environ["TMPDIR"]
             else:
                 os.environ["TMPDIR"] = env
+
+
+def _weights_only(model: onnx.ModelProto, recipe: Recipe) -> onnx.ModelProto:
+    """MatMul weights quantized in blocks (ONNX Runtime's MatMulNBitsQuantizer)."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import (
+        DefaultWeightOnlyQuantConfig,
+        MatMulNBitsQuantizer,
+    )
+
+    config = DefaultWeightOnlyQuantConfig(block_size=_BLOCK, is_symmetric=True,
+                                          accuracy_level=recipe.accuracy_level,
+                                          bits=recipe.bits)
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # the quantizer rewrites the model it is given in place
+    quantizer = MatMulNBitsQuantizer(copy, algo_config=config)
+    log = logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")
+    level = log.level
+    log.setLevel(logging.WARNING)  # its INFO lines name every node it leaves alone
+    try:
+        quantizer.process()
+    finally:
+        log.setLevel(level)
+    quantized: onnx.ModelProto = quantizer.model.model
+    return quantized
 
 
 @contextlib.contextmanager

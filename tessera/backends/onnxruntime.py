@@ -48,7 +48,23 @@ def _canonicalize(attrs: dict[str, Any]) -> dict[str, Any]:
     else:
         attrs.pop("int8-recipe", None)
     _quantize.canonical_int8(attrs, int8 and attrs.get("int8-recipe") == "static")
+    if _recipe(attrs).form != "weights":
+        attrs.pop("matmul-accuracy", None)  # MatMulNBits' alone
     return attrs
+
+
+def _accuracy_level(value: int) -> str | None:
+    return None if value <= 4 else f"{value} is not a MatMulNBits accuracy level (0-4)"
+
+
+def _recipe(attrs: Mapping[str, Any]) -> _quantize.Recipe:
+    """The quantizer's recipe a target's attributes name: int4 is weight-only by nature."""
+    if attrs.get("precision") == "int4":
+        return _quantize.Recipe("weights", bits=4, accuracy_level=attrs.get("matmul-accuracy"))
+    recipe = attrs.get("int8-recipe")
+    if recipe == "weights":
+        return _quantize.Recipe("weights", accuracy_level=attrs.get("matmul-accuracy"))
+    return _quantize.Recipe.of(attrs, "dynamic" if recipe == "dynamic" else "static")
 
 
 KIND = register_kind(
@@ -70,16 +86,22 @@ KIND = register_kind(
         AttrSpec("execution-mode", AttrType.STR, "sequential", "operator scheduling",
                  choices=("sequential", "parallel"), runtime=True),
         AttrSpec("precision", AttrType.STR, None,
-                 "numeric precision: fp32 (unset: the model's own types) or int8 (the "
-                 "partition quantized by ONNX Runtime's quantizer; see -int8-recipe)",
-                 choices=("fp32", "int8")),
+                 "numeric precision: fp32 (unset: the model's own types), int8 (the "
+                 "partition quantized by ONNX Runtime's quantizer; see -int8-recipe) or int4 "
+                 "(MatMul weights only, 4-bit blocks as MatMulNBits)",
+                 choices=("fp32", "int8", "int4")),
         AttrSpec("int8-recipe", AttrType.STR, None,
                  "how -precision=int8 quantizes: static (default; QDQ format, activation "
                  "ranges calibrated on sample inputs, which compile needs; suits "
                  "convolutions) or dynamic (int8 weights, activations quantized at run "
-                 "time, no calibration; suits MatMul/Gemm-heavy parts such as transformers); "
-                 "dropped without -precision=int8",
-                 choices=("static", "dynamic")),
+                 "time, no calibration; suits MatMul/Gemm-heavy parts such as transformers) "
+                 "or weights (MatMul weights only, 8-bit blocks as MatMulNBits); dropped "
+                 "without -precision=int8",
+                 choices=("static", "dynamic", "weights")),
+        AttrSpec("matmul-accuracy", AttrType.INT, None,
+                 "weight-only forms: MatMulNBits' accuracy level, 0-4 (4: int8 dot products, "
+                 "fastest with VNNI or AMX; unset: ONNX Runtime's default)",
+                 minimum=0, check=_accuracy_level),
         *_quantize.int8_attrs(),
     ),
     canonicalizer=_canonicalize,
@@ -188,10 +210,9 @@ class OnnxRuntimeBackend(Backend):
 
     def prepare(self, submodel: onnx.ModelProto, target: Target,
                 calibration: Calibration | None) -> onnx.ModelProto:
-        if target.attrs.get("precision") != "int8":
+        if target.attrs.get("precision") not in ("int8", "int4"):
             return submodel
-        recipe = _quantize.Recipe.of(target.attrs, target.attrs["int8-recipe"])
-        return _quantize.quantize(submodel, recipe, calibration,
+        return _quantize.quantize(submodel, _recipe(target.attrs), calibration,
                                   backend="onnxruntime")  # it reads the weights it needs
 
     def precision_variants(self, target: Target) -> tuple[Target, ...]:
@@ -219,9 +240,9 @@ class OnnxRuntimeBackend(Backend):
         return Support(True)
 
     def precision_form(self, target: Target) -> str | None:
-        form = target.attrs.get("int8-recipe")
-        return f"onnxruntime-quantizer {_quantize.Recipe.of(target.attrs, form)}" if form \
-            else None
+        if target.attrs.get("precision") not in ("int8", "int4"):
+            return None
+        return f"onnxruntime-quantizer {_recipe(target.attrs)}"
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         wide, widened = widen_boundary(submodel)

@@ -86,3 +86,47 @@ def test_the_quantizer_makes_the_recipe_asked_for(recipe: Recipe, zero_point: in
     assert zero_point in _zero_point_types(quantized)
     scales = [t for t in quantized.graph.initializer if t.name.endswith("_scale")]
     assert scales  # a QDQ form: every quantized value has its scale
+
+
+@given(st.sampled_from(["-precision=int4", "-precision=int8 -int8-recipe=weights"]),
+       st.one_of(st.none(), st.integers(0, 4)))
+def test_a_weight_only_form_round_trips_with_its_accuracy_level(
+        form: str, level: int | None) -> None:
+    spelled = f"onnxruntime {form}" + (f" -matmul-accuracy={level}" if level is not None else "")
+    target = Target(spelled)
+    assert Target(str(target)) == target and Target.from_json(target.to_json()) == target
+    assert target.attrs.get("matmul-accuracy") == level
+    backend = backends.get("onnxruntime")
+    assert not backend.calibrated(target)  # no samples needed
+    named = backend.precision_form(target)
+    assert named is not None and named.startswith("onnxruntime-quantizer weights ")
+    assert ("4-bit" in named) == ("int4" in form)
+    # the level belongs to the weight-only forms alone
+    assert Target(f"onnxruntime -precision=int8 -matmul-accuracy={level or 0}") == Target(
+        "onnxruntime -precision=int8")
+
+
+@pytest.mark.skipif(not backends.get("onnxruntime").is_available().ok,
+                    reason="needs onnxruntime")
+def test_weight_only_forms_run_matmul_weights_in_blocks_and_agree() -> None:
+    """8-bit blocks keep the fp32 answers (cosine >= 0.999 against the reference, trusted
+    for plain float MatMul/Add/Relu/Softmax); 4-bit blocks (16 levels per 32 weights, the
+    error sharpened by the softmax) stay near them and never nearer than 8-bit."""
+    model = mlp(hidden=64)
+    backend = backends.get("onnxruntime")
+    reference = backends.get("reference").compile(model, check=False)
+    rng = np.random.default_rng(1)
+    feeds = [{"x": rng.standard_normal((2, 8)).astype(np.float32)} for _ in range(3)]
+    error = {}
+    for spelled in ("onnxruntime -precision=int8 -int8-recipe=weights -matmul-accuracy=4",
+                    "onnxruntime -precision=int4"):
+        prepared = backend.prepare(model, Target(spelled), None)
+        assert [n.op_type for n in prepared.graph.node].count("MatMulNBits") == 2
+        compiled = backend.compile(model, spelled)
+        cosines = []
+        for feed in feeds:
+            got, want = compiled.run(feed)["y"].ravel(), reference.run(feed)["y"].ravel()
+            cosines.append(got @ want / (np.linalg.norm(got) * np.linalg.norm(want)))
+        error[spelled.split()[1]] = 1.0 - min(cosines)
+    assert error["-precision=int8"] <= 1e-3
+    assert error["-precision=int8"] < error["-precision=int4"] <= 0.1

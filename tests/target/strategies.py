@@ -16,6 +16,7 @@ ITEM = TEXT.filter(bool)
 _SPECIAL: dict[tuple[str, str], st.SearchStrategy[Any]] = {
     ("cuda", "arch"): st.from_regex(r"sm_[1-9][0-9]{1,2}a?", fullmatch=True),
     ("tvm", "opt-level"): st.integers(0, 3),
+    ("onnxruntime", "matmul-accuracy"): st.integers(0, 4),
     ("cpu", "mattr"): st.lists(st.tuples(st.sampled_from("+-"), ITEM).map("".join), max_size=4),
 }
 
