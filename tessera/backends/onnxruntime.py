@@ -85,11 +85,9 @@ KIND = register_kind(
                  "gets the cores (unset: the plan's thread policy decides)", runtime=True),
         AttrSpec("execution-mode", AttrType.STR, "sequential", "operator scheduling",
                  choices=("sequential", "parallel"), runtime=True),
-        AttrSpec("precision", AttrType.STR, None,
-                 "numeric precision: fp32 (unset: the model's own types), int8 (the "
-                 "partition quantized by ONNX Runtime's quantizer; see -int8-recipe) or int4 "
-                 "(MatMul weights only, 4-bit blocks as MatMulNBits)",
-                 choices=("fp32", "int8", "int4")),
+        AttrSpec("precision", AttrType.STR, None, choices=("fp32", "int8", "int4"), doc=(
+            "fp32 (unset: the model's own types), int8 (ONNX Runtime's quantizer: see "
+            "-int8-recipe) or int4 (MatMul weights only, 4-bit blocks as MatMulNBits)")),
         AttrSpec("int8-recipe", AttrType.STR, None,
                  "how -precision=int8 quantizes: static (default; QDQ format, activation "
                  "ranges calibrated on sample inputs, which compile needs; suits "
