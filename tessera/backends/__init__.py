@@ -17,6 +17,7 @@ from tessera.backends._proposals import PROPOSERS, Proposer, register_proposer
 from tessera.backends._protocol import (
     BACKENDS,
     Backend,
+    CacheFormat,
     Compiled,
     NativeRunner,
     Support,
@@ -33,6 +34,7 @@ __all__ = [
     "GROUP",
     "PROPOSERS",
     "Backend",
+    "CacheFormat",
     "Calibration",
     "Compiled",
     "DeviceSettings",

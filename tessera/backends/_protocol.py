@@ -43,6 +43,13 @@ NativeRunner = Callable[[Mapping[str, "np.ndarray"]], Sequence[Any]]
 # a plan's thread policy: each backend's own fastest pool, or one shared budget of cores
 
 
+class CacheFormat(StrEnum):
+    """What a backend's compiled cache is, as an artifact stores it."""
+
+    ONNX = "onnx"  # an ONNX model: its weights kept with the artifact's
+    BLOB = "blob"  # opaque bytes
+
+
 class PolicyName(StrEnum):
     """A thread policy as a backend applies it (`_threads.ThreadPolicy`)."""
 
@@ -371,7 +378,7 @@ class Backend:
     # -- compiled caches, for saved artifacts --------------------------------------------
     # A cache is what the backend itself can reload without recompiling: data only, never
     # code (no pickles, no shared libraries), since loading an artifact must not run it.
-    cache_format: str | None = None  # 'onnx' (an ONNX model) or 'blob' (opaque bytes)
+    cache_format: CacheFormat | None = None
 
     def export_cache(self, compiled: Compiled) -> bytes | None:
         """The compiled form of `compiled` as bytes, or None where this backend has none."""

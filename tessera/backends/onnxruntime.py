@@ -13,6 +13,7 @@ from tessera.backends._availability import library_availability
 from tessera.backends._protocol import (
     BACKENDS,
     Backend,
+    CacheFormat,
     Compiled,
     Constants,
     NativeRunner,
@@ -303,7 +304,7 @@ class OnnxRuntimeBackend(Backend):
 
     # ONNX Runtime's optimized model: at opt-level 'all' it holds layout choices for this CPU,
     # so an artifact reuses it only on a machine with the same fingerprint.
-    cache_format = "onnx"
+    cache_format = CacheFormat.ONNX
 
     def export_cache(self, compiled: Compiled) -> bytes | None:
         import tempfile

@@ -22,7 +22,14 @@ from tessera.backends._devices import DeviceSettings, core_cap
 from tessera.backends._ov_query import QueryAnswer, query_model
 from tessera.backends._probe import ProbedBackend
 from tessera.backends._proposals import Proposal
-from tessera.backends._protocol import BACKENDS, Compiled, NativeRunner, PolicyName, TensorSpec
+from tessera.backends._protocol import (
+    BACKENDS,
+    CacheFormat,
+    Compiled,
+    NativeRunner,
+    PolicyName,
+    TensorSpec,
+)
 from tessera.backends._threads import core_budget, threads_attr
 from tessera.errors import CompileError
 from tessera.ir._weights import staged
@@ -403,7 +410,7 @@ class OpenVinoBackend(ProbedBackend):
         return _OpenVinoCompiled(self.name, submodel, target, compiled)
 
     # OpenVINO's exported compiled model: a serialised graph and weights, no native code.
-    cache_format = "blob"
+    cache_format = CacheFormat.BLOB
 
     def export_cache(self, compiled: Compiled) -> bytes | None:
         assert isinstance(compiled, _OpenVinoCompiled)

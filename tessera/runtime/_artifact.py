@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tessera import backends
 from tessera._private.cache import atomic_file
 from tessera._private.version import __version__
+from tessera.backends import CacheFormat
 from tessera.config import CompilationConfig
 from tessera.errors import ArtifactError
 from tessera.ir import extract_submodel
@@ -96,7 +97,7 @@ def save(compiled: Saved, path: Path) -> Path:
             record["cache"] = f"caches/{i:03d}.{built.backend}"
             record["cache_format"] = backend.cache_format
             entries[record["cache"]] = (_externalize_bytes(cache, tensors)
-                                        if backend.cache_format == "onnx" else cache)
+                                        if backend.cache_format == CacheFormat.ONNX else cache)
         partitions.append(record)
     linked = compiled.config.options.link_params
     if linked:

@@ -9,7 +9,7 @@ import warnings
 from typing import Any
 
 from tessera import backends
-from tessera.backends import Compiled
+from tessera.backends import CacheFormat, Compiled
 from tessera.backends._threads import ThreadPolicy, core_budget
 from tessera.errors import ArtifactError, TesseraError
 from tessera.ir import Model, extract_submodel, load_model
@@ -72,7 +72,7 @@ def _build(artifact: Artifact, model: Model, part: Partition, record: dict[str, 
     cache = record.get("cache")
     if cache and same_machine and record.get("built_as") == str(target):
         data = artifact.files[cache]
-        if record.get("cache_format") == "onnx":
+        if record.get("cache_format") == CacheFormat.ONNX:  # read back from JSON as text
             data = artifact.model(cache).SerializeToString()
         try:
             return backend.compile_cached(submodel, target, data, device=device), "cache"
