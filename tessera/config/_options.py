@@ -19,8 +19,10 @@ from tessera.config._accuracy import AccuracyBudget
 from tessera.config._shapes import ShapeProfile
 from tessera.errors import ConfigError
 
-__all__ = ["EXECUTORS", "EXECUTOR_CLASSES", "MEASURE_TIMEOUT_S", "OBJECTIVES", "RUNTIMES",
-           "RUNTIME_CLASSES", "FlowOptions", "Implementation", "OptionInfo", "option_infos"]
+__all__ = ["EXECUTORS", "EXECUTOR_CLASSES", "MEASURE_TIMEOUT_S", "RUNTIMES",
+           "RUNTIME_CLASSES", "FineSearch", "FlowOptions", "Implementation", "MeasureOn",
+           "ObjectiveName", "OptionInfo", "Partitioner", "ThreadChoice", "option_infos"]
+
 
 @dataclass(frozen=True)
 class Implementation:
@@ -99,11 +101,6 @@ class FineSearch(StrEnum):
     EVERYWHERE = "everywhere"
 
 
-PARTITIONERS = tuple(Partitioner)
-OBJECTIVES = tuple(ObjectiveName)
-THREAD_POLICIES = tuple(ThreadChoice)
-MEASURERS = tuple(MeasureOn)
-FINE_SEARCHES = tuple(FineSearch)
 _E = TypeVar("_E", bound=StrEnum)
 
 

@@ -38,7 +38,6 @@ from tessera.runtime._warm import compile_partition
 
 if TYPE_CHECKING:
     import numpy as np
-    import onnx
 
 
 class CompiledModel:
@@ -343,12 +342,6 @@ def build_partitions(model: Model, plan: Plan, policy: ThreadPolicy, *, warm: bo
         parts.append(compiled)
         report.advance(Phase.BUILD, str(part.target))
     return parts, failures
-
-
-def submodel_of(model: Model, nodes: tuple[str, ...] | list[str]) -> onnx.ModelProto:
-    return extract_submodel(model, model.node_set(nodes))
-
-
 
 
 
