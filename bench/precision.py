@@ -13,7 +13,20 @@ model (`tessera.oracle.answers`) with `tessera.config._accuracy.measure`, agains
   precision recorded: bf16 where the CPU has it); `best native` is the faster of the two;
 - hand int8: onnxruntime.quantization's `quantize_dynamic` and `quantize_static` (QDQ,
   calibrated on the calibration samples, after `quant_pre_process`), each run on ONNX Runtime
-  and on OpenVINO; `best hand int8` is the fastest of them that meets the budget;
+  and on OpenVINO; and NNCF's ONNX backend, its QDQ model run on OpenVINO (as `OpenVINO
+  defaults` runs a model):
+  - `NNCF defaults`: `nncf.quantize(model, nncf.Dataset(calibration),
+    subset_size=len(calibration), model_type=TRANSFORMER or None)`, transformer where the
+    graph has a Softmax fed by a MatMul (through the attention's scale and mask), not by the
+    model's name;
+  - `NNCF accuracy control`: `nncf.quantize_with_accuracy_control(..)` with the same
+    calibration, the validation samples, `max_drop` = 1 - the budget's cosine bound
+    (absolute) and as metric the min cosine over the validation samples against the fp32
+    answers, the model it is given run on OpenVINO computing in f32 (so the fp32 model scores
+    about 1); NNCF reverts quantizers to fp32 until the drop keeps to `max_drop`;
+  NNCF runs quiet (log level ERROR, its progress bars swallowed) in a private temporary
+  directory, so nothing lands in the working directory. `best hand int8` is the fastest of
+  the hand int8 rows that meets the budget;
 - `tessera latency`: `tessera.compile(path, "openvino,onnxruntime,cpu", samples=..,
   accuracy=..)`, compiled cold (empty caches) before any timing;
 - `tessera throughput`: the same with `objective="throughput", concurrency=2`, timed as
@@ -66,8 +79,10 @@ BASE = "ORT fp32 defaults"
 OV = "OpenVINO defaults"
 TESS = "tessera latency"
 TESS_THROUGHPUT = "tessera throughput"
-HAND = tuple(f"{lib} int8 {recipe}" for recipe in ("dynamic", "static")
-             for lib in ("ORT", "OpenVINO"))
+NNCF_DEFAULTS = "NNCF defaults"
+NNCF_AC = "NNCF accuracy control"
+HAND = (*(f"{lib} int8 {recipe}" for recipe in ("dynamic", "static")
+          for lib in ("ORT", "OpenVINO")), NNCF_DEFAULTS, NNCF_AC)
 
 Feeds = Mapping[str, np.ndarray]
 
@@ -120,6 +135,118 @@ def openvino_row(label: str, model: str | bytes, outputs: list[str]) -> Row:
                 "precision": compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()})
 
 
+# -- NNCF (its ONNX backend; the quantized model runs on OpenVINO) -------------------------------
+ATTENTION_PATH = {"Add", "Sub", "Mul", "Div", "Where", "Cast", "Identity"}  # scale and mask
+
+
+def is_transformer(proto: onnx.ModelProto) -> bool:
+    """A Softmax fed by a MatMul, directly or through a few elementwise ops (attention's
+    scores: MatMul, then a scale, a mask)."""
+    producer = {out: node for node in proto.graph.node for out in node.output}
+    for node in proto.graph.node:
+        if node.op_type != "Softmax" or not node.input:
+            continue
+        frontier = [node.input[0]]
+        for _ in range(4):
+            feeding = [producer[x] for x in frontier if x in producer]
+            if any(n.op_type == "MatMul" for n in feeding):
+                return True
+            frontier = [x for n in feeding if n.op_type in ATTENTION_PATH for x in n.input]
+    return False
+
+
+@contextlib.contextmanager
+def nncf_contained() -> Iterator[Any]:
+    """nncf imported and run quiet (log level ERROR, its progress bars, which go to stdout,
+    swallowed) in a private temporary directory as its working and temporary directory
+    (tessera's quantizer's `_contained`), removed after."""
+    import io
+    import logging
+
+    import nncf
+
+    from tessera.backends._quantize import _contained
+
+    log = logging.getLogger("nncf")
+    level = log.level
+    nncf.set_log_level(logging.ERROR)
+    try:
+        with (tempfile.TemporaryDirectory(prefix="bench-nncf-") as tmp, _contained(tmp),
+              contextlib.redirect_stdout(io.StringIO())):
+            yield nncf
+    finally:
+        nncf.set_log_level(level)
+
+
+def quantize_linear(model: onnx.ModelProto) -> int:
+    return sum(node.op_type == "QuantizeLinear" for node in model.graph.node)
+
+
+def openvino_f32(outputs: list[str]) -> Callable[[Any, Feeds], dict[str, np.ndarray]]:
+    """Run a model (an onnx.ModelProto, or an openvino.Model) on OpenVINO's CPU computing in
+    f32; the last model's compile kept (NNCF validates one model on many samples, one call a
+    sample, and may do it from several threads)."""
+    import threading
+
+    import openvino as ov
+
+    core, lock = ov.Core(), threading.Lock()
+    last: list[Any] = [None, None]  # the model, its compile (the model held: its id stays)
+
+    def run(model: Any, feeds: Feeds) -> dict[str, np.ndarray]:
+        with lock:
+            if last[0] is not model:
+                read = (model if isinstance(model, ov.Model)
+                        else core.read_model(model.SerializeToString()))
+                last[:] = model, core.compile_model(read, "CPU",
+                                                    {"INFERENCE_PRECISION_HINT": "f32"})
+            compiled = last[1]
+        result = compiled.create_infer_request().infer(feeds)
+        return {n: np.asarray(result[p]) for n, p in zip(outputs, compiled.outputs,
+                                                         strict=True)}
+
+    return run
+
+
+def nncf_defaults(proto: onnx.ModelProto, calibration: list[dict[str, np.ndarray]],
+                  transformer: bool, **_: Any) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    with nncf_contained() as nncf:
+        quantized = nncf.quantize(proto, nncf.Dataset(calibration),
+                                  subset_size=len(calibration),
+                                  model_type=nncf.ModelType.TRANSFORMER if transformer
+                                  else None)
+    return quantized, {}
+
+
+def nncf_accuracy_control(proto: onnx.ModelProto, calibration: list[dict[str, np.ndarray]],
+                          transformer: bool, validation: list[dict[str, np.ndarray]],
+                          want: Sequence[Mapping[str, Any]], budget: AccuracyBudget
+                          ) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    cosine = [b.limit for b in budget.bounds if b.metric == "cosine"]
+    if not cosine:
+        raise ValueError(f"the budget {budget} has no cosine bound to derive max_drop from")
+    max_drop = round(1.0 - cosine[0], 9)
+    run = openvino_f32([o.name for o in proto.graph.output])
+
+    def min_cosine(model: Any, items: Any) -> float:
+        """The metric (higher is better): the min cosine of the model's outputs on these
+        validation samples (each item is (index, feeds)) against the fp32 answers."""
+        items = list(items)
+        report = accuracy_of([run(model, feeds) for _, feeds in items],
+                             [want[index] for index, _ in items])
+        return min((m.value for m in report.values if m.metric == "cosine"), default=1.0)
+
+    with nncf_contained() as nncf:
+        quantized = nncf.quantize_with_accuracy_control(
+            proto, nncf.Dataset(calibration),
+            nncf.Dataset(list(enumerate(validation)), lambda item: item[1]), min_cosine,
+            max_drop=max_drop, drop_type=nncf.DropType.ABSOLUTE,
+            model_type=nncf.ModelType.TRANSFORMER if transformer else None,
+            subset_size=len(calibration))
+    return quantized, {"max_drop": max_drop,
+                       "metric": "min cosine vs the fp32 answers, on OpenVINO in f32"}
+
+
 @contextlib.contextmanager
 def environment(**values: str | None) -> Iterator[None]:
     """These environment variables set (None: unset) for the block, then as they were."""
@@ -170,9 +297,11 @@ def tessera_row(label: str, path: str, samples: list[dict[str, np.ndarray]],
 
 
 def build_rows(name: str, path: str, proto: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
-               budget: AccuracyBudget, work: Path) -> dict[str, Row]:
+               want: Sequence[Mapping[str, Any]], budget: AccuracyBudget, work: Path
+               ) -> dict[str, Row]:
     """Every configuration built, each failure recorded in its row; tessera's compiles come
-    last, so nothing else runs in the process while they measure."""
+    last, so nothing else runs in the process while they measure. `want`: the fp32 answers
+    on the validation samples (NNCF's accuracy control measures against them)."""
     from tessera.backends._quantize import Recipe, quantize
 
     outputs = [o.name for o in proto.graph.output]
@@ -206,6 +335,25 @@ def build_rows(name: str, path: str, proto: onnx.ModelProto, samples: list[dict[
                 continue
             attempt(label, build, quantized, outputs)
             rows[label].info.update(recipe=recipe, quantize_seconds=seconds)
+        del quantized
+    transformer = is_transformer(proto)
+    for label, nncf_quantize in ((NNCF_DEFAULTS, nncf_defaults),
+                                 (NNCF_AC, nncf_accuracy_control)):
+        began = time.perf_counter()
+        try:
+            model, details = nncf_quantize(proto, calibration, transformer,
+                                           validation=samples[1::2], want=want, budget=budget)
+        except Exception as err:  # NNCF's failure is the row's, the run goes on
+            rows[label] = Row(label, error=f"nncf: {first_line(err)}")
+            print(f"  {name}: {label} failed to quantize: {first_line(err)}", file=sys.stderr)
+            continue
+        seconds = round(time.perf_counter() - began, 2)
+        details.update(quantizer="nncf", model_type="transformer" if transformer else None,
+                       quantize_linear=quantize_linear(model), quantize_seconds=seconds)
+        quantized = model.SerializeToString()
+        del model
+        attempt(label, openvino_row, quantized, outputs)
+        rows[label].info.update(details)
         del quantized
     attempt(TESS, tessera_row, path, samples, budget, work / "latency")
     # the throughput compile reuses the latency compile's measured costs: its search key
@@ -254,7 +402,7 @@ def bench_model(name: str, rounds: int, seconds: float, work: Path) -> dict[str,
     began = time.perf_counter()
     want = list(answers(proto, validation).outputs)
     reference_seconds = round(time.perf_counter() - began, 2)
-    rows = build_rows(name, path, proto, samples, budget, work / name)
+    rows = build_rows(name, path, proto, samples, want, budget, work / name)
     del proto
     latency, concurrent = measure_rows(rows, validation, want, budget, rounds, seconds)
     result = summarise(name, budget, rows, latency, concurrent)
@@ -385,7 +533,11 @@ def _notes(label: str, entry: dict[str, Any]) -> str:
         return f"not available: {entry['error']}".replace("|", "/")
     if "performance_hint" in info:
         precision = f", computes in {info['precision']}" if "precision" in info else ""
-        return f"hint {info['performance_hint']}, {info['streams']} stream(s){precision}"
+        nncf = (f"NNCF model_type {info['model_type']}, {info['quantize_linear']} "
+                f"QuantizeLinear, quantized in {info['quantize_seconds']:.1f} s; "
+                if info.get("quantizer") == "nncf" else "")
+        return (f"{nncf}hint {info['performance_hint']}, {info['streams']} "
+                f"stream(s){precision}")
     if "partitions" in info:
         parts = "; ".join(f"`{p['target']}` ({p['nodes']} nodes, {p['precision']})"
                           for p in info["partitions"])

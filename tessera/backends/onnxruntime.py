@@ -48,7 +48,8 @@ def _canonicalize(attrs: dict[str, Any]) -> dict[str, Any]:
         attrs.setdefault("int8-recipe", "static")
     else:
         attrs.pop("int8-recipe", None)
-    _quantize.canonical_int8(attrs, int8 and attrs.get("int8-recipe") == "static")
+    _quantize.canonical_int8(attrs, int8 or attrs.get("precision") == "int4",
+                             static=int8 and attrs.get("int8-recipe") == "static")
     if _recipe(attrs).form != "weights":
         attrs.pop("matmul-accuracy", None)  # MatMulNBits' alone
     return attrs
@@ -61,10 +62,12 @@ def _accuracy_level(value: int) -> str | None:
 def _recipe(attrs: Mapping[str, Any]) -> _quantize.Recipe:
     """The quantizer's recipe a target's attributes name: int4 is weight-only by nature."""
     if attrs.get("precision") == "int4":
-        return _quantize.Recipe("weights", bits=4, accuracy_level=attrs.get("matmul-accuracy"))
+        return _quantize.Recipe("weights", bits=4, accuracy_level=attrs.get("matmul-accuracy"),
+                                float_ops=tuple(attrs.get("int8-float-ops") or ()))
     recipe = attrs.get("int8-recipe")
     if recipe == "weights":
-        return _quantize.Recipe("weights", accuracy_level=attrs.get("matmul-accuracy"))
+        return _quantize.Recipe("weights", accuracy_level=attrs.get("matmul-accuracy"),
+                                float_ops=tuple(attrs.get("int8-float-ops") or ()))
     return _quantize.Recipe.of(attrs, "dynamic" if recipe == "dynamic" else "static")
 
 
@@ -241,7 +244,7 @@ class OnnxRuntimeBackend(Backend):
     def precision_form(self, target: Target) -> str | None:
         if target.attrs.get("precision") not in ("int8", "int4"):
             return None
-        return f"onnxruntime-quantizer {_recipe(target.attrs)}"
+        return _recipe(target.attrs).form_name
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         wide, widened = widen_boundary(submodel)

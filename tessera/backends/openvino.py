@@ -7,6 +7,7 @@ the connected regions the CPU plugin runs."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import io
 import threading
 import weakref
@@ -361,6 +362,8 @@ class OpenVinoBackend(ProbedBackend):
                       if _CAPABILITY[p] in capabilities)  # where the CPU has the instructions
         int8 = tuple(target.with_attrs(precision="int8", **recipe)
                      for recipe in _quantize.recipes_for(cpu_flags()))
+        if importlib.util.find_spec("nncf") is not None:  # OpenVINO's own quantizer too
+            int8 += (target.with_attrs(**{"precision": "int8", "int8-quantizer": "nncf"}),)
         return (*int8, *wider)
 
     def calibrated(self, target: Target) -> bool:
@@ -369,8 +372,7 @@ class OpenVinoBackend(ProbedBackend):
     def precision_form(self, target: Target) -> str | None:
         # int8 is ONNX Runtime's static QDQ form (`_quantize`); bf16/f16 are OpenVINO's own
         precision = target.attrs["precision"]
-        return f"onnxruntime-quantizer {_quantize.Recipe.of(target.attrs)}" \
-            if precision == "int8" else (
+        return _quantize.Recipe.of(target.attrs).form_name if precision == "int8" else (
             None if precision == "f32" else f"openvino {precision}")
 
     @staticmethod

@@ -252,6 +252,9 @@ def partition(model: Any, config: Any = None, partitioner: str | None = None,
     return with_accuracy(built.runnable, checked)
 
 
+_PROBED = 2  # calibration samples an op's added error is measured on
+
+
 class RuntimeBuilder:
     """Builds plans for placement's race and guard (`tessera.placement.Builder`). Within one
     compile it keeps what it compiled, so plans that share partitions (the precision
@@ -286,6 +289,24 @@ class RuntimeBuilder:
         runnable = None if failures else assemble(
             model, config, plan, [p for p in parts if p is not None], policy)
         return Built(plan, tuple(parts), failures, runnable)
+
+    def op_errors(self, model: Model, config: CompilationConfig, plan: Plan, index: int,
+                  samples: Samples) -> tuple[tuple[str, float], ...]:
+        from tessera.backends._sensitivity import error_added
+
+        part = plan.partitions[index]
+        backend = backends.get(part.target.kind.name)
+        mask = model.node_set(part.nodes)
+        count = config.options.calibration_samples
+        key = f"{model.content_digest}|{samples.digest}|{count}"
+        activations = self._activations.setdefault(key, Activations(model, samples, count))
+        calibration = activations.for_partition(model.dataflow.boundary(mask)[0])
+        # the submodel and calibration the build quantized: its quantized form is remembered
+        submodel = extract_submodel(model, mask, widen_float16=widens_float16(plan))
+        quantized = backend.prepare(submodel, part.target, calibration)
+        if quantized is submodel:
+            return ()
+        return error_added(quantized, list(calibration)[:_PROBED])
 
     def release(self) -> None:
         # a full collection costs 0.1 s in a process holding torch or TVM: only where the

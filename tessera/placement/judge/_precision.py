@@ -254,16 +254,18 @@ class _Search:
     def _within_budget(self, whole: dict[Rival, _Whole], base_ms: float,
                        timed_ms: Mapping[Rival, float]) -> dict[Rival, Judged]:
         """Each variant's plan that meets the budget: its whole-model plan, or its partial
-        plan searched segment by segment (one variant at most: the costly step)."""
+        plan searched op by op (each static int8 form once) or segment by segment (one
+        variant at most: the costly step)."""
         budget = self.judge.budget
         candidates: dict[Rival, Judged] = {}
-        searched = False
+        searched: set[str] = set()  # the forms searched op by op, "" for segment by segment
         for rival, w in sorted(whole.items(), key=lambda item: (-predicted_saving(
                 timed_ms[item[0]] / base_ms, budget_used(item[1].report, budget)),
                 str(item[0]))):
             record = replace(self.records[w.variant], whole_ms=timed_ms[rival])
             self.records[w.variant] = record
-            note = self._not_searched(w, timed_ms[rival], base_ms, searched)
+            way = self._way(w.variant)
+            note = self._not_searched(w, timed_ms[rival], base_ms, way in searched)
             if note is not None:
                 self.records[w.variant] = replace(record, note=note)
                 continue
@@ -272,8 +274,8 @@ class _Search:
             if w.report.met:
                 kept, final = record.segments, (w.plan, w.built, w.report)
             else:
-                searched = True
-                kept, final = self._segment_by_segment(w.variant)
+                searched.add(way)
+                kept, final = self._mixed(w)
             record = self.records[w.variant]
             if final is None:
                 self.records[w.variant] = replace(
@@ -300,6 +302,24 @@ class _Search:
         if searched:
             return "misses the budget on the whole model; a more promising variant was searched"
         return None
+
+    def _way(self, variant: Target) -> str:
+        """How a variant that misses the budget is searched: its static int8 form's name
+        (op by op), or "" (segment by segment)."""
+        backend = backends.get(variant.kind.name)
+        if FLOAT_OPS in variant.kind.schema and backend.calibrated(variant):
+            return backend.precision_form(variant) or str(variant)
+        return ""
+
+    def _mixed(self, w: _Whole) -> tuple[tuple[int, ...], Judged | None]:
+        """The variant op by op where its backend can keep single ops of its static int8
+        form in float, else segment by segment."""
+        if not self._way(w.variant):
+            return self._segment_by_segment(w.variant)
+        found, record = op_by_op(self.judge, w.plan, w.variant, self.records[w.variant],
+                                 self.ctx.progress)
+        self.records[w.variant] = record
+        return (record.segments if found is not None else ()), found
 
     def _segment_by_segment(self, variant: Target
                             ) -> tuple[tuple[int, ...], Judged | None]:
@@ -389,6 +409,68 @@ def within_budget(judge: Judging, cut: Sequence[Segment],
         kept.remove(max(kept, key=lambda i: (used[i], i)))  # the most sensitive goes back
         reverted += 1
     return (), None, replace(record, reverted=reverted)
+
+
+FLOAT_OPS = "int8-float-ops"  # the attribute naming the nodes a quantized form keeps in float
+MAX_TRIALS = 7  # op-level mixes built and judged, at most
+
+
+def op_by_op(judge: _Judge, plan: Plan, variant: Target, record: VariantRecord,
+             progress: Reporter | None = None) -> tuple[Judged | None, VariantRecord]:
+    """`plan` (its partitions on `variant` quantized whole) with the fewest ops kept in
+    float that meets the budget: the ops ranked by the error each adds (measured once on the
+    calibration samples), the 1, 2, 4, ... that add the most kept in float until the plan
+    meets the budget, then the count between the last two halved while it still does. Each
+    partition stays one partition (the mix is its target's attribute). None where no mix
+    within `MAX_TRIALS` builds meets the budget."""
+    progress = progress or Reporter()
+    ctx = judge.ctx
+    assert ctx.builder is not None
+    progress.begin(Phase.PRECISION, detail=f"{variant}, op by op")
+    ranked: list[tuple[float, str]] = []
+    for index, part in enumerate(plan.partitions):
+        if settings_base(part.target) == variant:
+            ranked += [(-error, node) for node, error in ctx.builder.op_errors(
+                ctx.model, ctx.config, plan, index, judge.samples) if error > 0]
+    order = [node for _, node in sorted(ranked)]
+    if not order:
+        return None, replace(record, note="no op adds a measurable error: nothing to mix")
+
+    def mix(count: int) -> Plan:
+        kept = set(order[:count])
+        parts = tuple(replace(p, target=p.target.with_attrs(**{FLOAT_OPS: tuple(
+            n for n in p.nodes if n in kept)})) if settings_base(p.target) == variant else p
+            for p in plan.partitions)
+        return replace(plan, partitions=parts)
+
+    trials, low, high = 0, 0, 0
+    best: Judged | None = None
+    count = 1
+    while trials < MAX_TRIALS and count <= len(order):  # 1, 2, 4, ...: the first that meets
+        trials += 1
+        progress.advance(Phase.PRECISION, f"{variant} with {count} op(s) in float")
+        best = judge.met(mix(count))
+        if best is not None:
+            high = count
+            break
+        low = count
+        count = min(count * 2, len(order)) if count < len(order) else count + 1
+    while best is not None and trials < MAX_TRIALS and high - low > 1:  # halve the gap
+        trials += 1
+        middle = (low + high) // 2
+        found = judge.met(mix(middle))
+        if found is not None:
+            best, high = found, middle
+        else:
+            low = middle
+    done = replace(record, reverted=high if best is not None else 0)
+    if best is None:
+        return None, replace(done, note=(
+            f"op by op: no mix of up to {min(count, len(order))} of the {len(order)} ranked "
+            f"op(s) in float meets the budget ({trials} tried)"))
+    return best, replace(done, note=(
+        f"op by op: the {high} op(s) adding the most error of {len(order)} kept in float "
+        f"({trials} mix(es) tried)"))
 
 
 def plan_with(flow: DataflowGraph, fp32: Plan, cut: Sequence[Segment],
@@ -481,4 +563,5 @@ def _partition_shares(plan: Plan, chosen: VariantRecord | None, cut: Sequence[Se
     return tuple(shares)
 
 
-__all__ = ["Judging", "plan_with", "search_precision", "within_budget"]
+__all__ = ["FLOAT_OPS", "Judging", "op_by_op", "plan_with", "search_precision",
+           "within_budget"]

@@ -44,6 +44,13 @@ class Builder(Protocol):
         `samples`."""
         ...
 
+    def op_errors(self, model: Model, config: CompilationConfig, plan: Plan, index: int,
+                  samples: Samples) -> tuple[tuple[str, float], ...]:
+        """The nodes of partition `index` that its target's quantized form changes, with the
+        relative error each adds on the calibration half of `samples`, the largest first
+        (`tessera.backends._sensitivity`); () where the target computes in float."""
+        ...
+
     def release(self) -> None:
         """Lets go of what it kept between builds (partitions shared by several plans,
         calibration data), once the plans built so far are no longer needed."""
