@@ -57,6 +57,43 @@ def test_the_recipe_belongs_to_int8_alone(kind: str, recipe: dict[str, object]) 
     assert plain == Target(kind)
 
 
+NNCF = st.fixed_dictionaries({"int8-quantizer": st.just("nncf")}, optional={
+    "int8-preset": st.sampled_from(["performance", "mixed"]),
+    "int8-smoothquant": st.sampled_from(["off", "0.15", "0.5"]),
+    "int8-ops": st.sampled_from(["auto", "all", "compute"]),
+    "int8-float-ops": st.lists(st.sampled_from(["/a/MatMul", "b", "c.1"]), max_size=3),
+    "int8-activations": st.sampled_from(["s8", "u8"]),  # ONNX Runtime's: dropped for nncf
+})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["onnxruntime", "openvino"]), NNCF)
+def test_the_quantizer_and_the_ops_kept_in_float_round_trip(kind: str,
+                                                           recipe: dict[str, object]) -> None:
+    spelled = " ".join([kind, "-precision=int8", *(
+        f"-{k}={','.join(v) if isinstance(v, list) else v}" for k, v in recipe.items()
+        if not (isinstance(v, list) and not v))])
+    target = Target(spelled)
+    assert Target(str(target)) == target
+    assert Target.from_json(target.to_json()) == target
+    made = Recipe.of(target.attrs)
+    assert made.quantizer == "nncf" and made.activations == "s8"  # ort's attribute dropped
+    assert made.preset == recipe.get("int8-preset", "performance")
+    assert made.smoothquant == recipe.get("int8-smoothquant")
+    assert made.ops == recipe.get("int8-ops", "auto")
+    assert made.float_ops == tuple(sorted(set(recipe.get("int8-float-ops", []))))  # type: ignore[call-overload]
+    assert made.form_name.startswith("nncf-quantizer static nncf")
+    ort = Target(f"{kind} -precision=int8")
+    assert target.tuning_key() != ort.tuning_key()  # another quantizer, another code
+
+
+def test_a_smoothquant_alpha_out_of_range_is_refused_with_the_fix() -> None:
+    from tessera.errors import TargetError
+
+    with pytest.raises(TargetError, match=r"off or a number in \[0, 1\]"):
+        Target("openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=1.5")
+
+
 def test_the_recipes_tried_follow_the_instruction_sets() -> None:
     assert recipes_for(("avx2", "avx512_vnni", "amx_int8", "amx_bf16"))[0] == {
         "int8-activations": "u8"}  # OpenVINO on AMX compiles u8 activations only

@@ -17,6 +17,8 @@ _SPECIAL: dict[tuple[str, str], st.SearchStrategy[Any]] = {
     ("cuda", "arch"): st.from_regex(r"sm_[1-9][0-9]{1,2}a?", fullmatch=True),
     ("tvm", "opt-level"): st.integers(0, 3),
     ("onnxruntime", "matmul-accuracy"): st.integers(0, 4),
+    **{(kind, "int8-smoothquant"): st.sampled_from(["off", "0", "0.15", "0.5", "1"])
+       for kind in ("onnxruntime", "openvino")},
     ("cpu", "mattr"): st.lists(st.tuples(st.sampled_from("+-"), ITEM).map("".join), max_size=4),
 }
 
