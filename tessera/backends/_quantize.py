@@ -1,8 +1,9 @@
 """int8 forms of a partition, made with ONNX Runtime's quantizer: `dynamic` (int8 weights,
 activations quantized at run time; pays off on MatMul/Gemm-heavy parts) and `static` (the QDQ
 format, activation ranges calibrated on sample inputs; ONNX Runtime and OpenVINO both run it
-as int8). Quantizing works on a copy in a temporary directory that is always removed, and
-the quantizer writes nowhere else (`_contained`)."""
+as int8; also made by NNCF, `_nncf.py`), with chosen nodes kept in float. Quantizing works
+on a copy in a temporary directory that is always removed, and the quantizer writes nowhere
+else (`_contained`)."""
 
 from __future__ import annotations
 
@@ -280,7 +281,9 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
             if recipe.form == "weights":
                 return _weights_only(inline_weights(submodel), recipe)
             if recipe.quantizer == "nncf":
-                return _reading_floats(_nncf(inline_weights(submodel), recipe, samples),
+                from tessera.backends._nncf import nncf_quantize
+
+                return _reading_floats(nncf_quantize(inline_weights(submodel), recipe, samples),
                                        recipe.float_ops)
             onnx.save_model(inline_weights(submodel), str(source))
             if recipe.form == "dynamic":
@@ -368,54 +371,6 @@ def quantized_ops(model: onnx.ModelProto, recipe: Recipe) -> tuple[str, ...] | N
     """The op types the static form quantizes; None: every op the quantizer knows."""
     compute = recipe.ops == "compute" or (recipe.ops == "auto" and has_attention(model))
     return COMPUTE_OPS if compute else None
-
-
-def _nncf(model: onnx.ModelProto, recipe: Recipe, samples: list[dict[str, np.ndarray]]
-          ) -> onnx.ModelProto:
-    """The static QDQ form by NNCF: its transformer preset where the part has attention."""
-    try:
-        import nncf
-    except ImportError as err:
-        raise CompileError("int8 by NNCF (-int8-quantizer=nncf) needs NNCF: "
-                           "pip install nncf") from err
-    from nncf.quantization.advanced_parameters import (
-        AdvancedQuantizationParameters,
-        AdvancedSmoothQuantParameters,
-    )
-
-    options: dict[str, Any] = {}
-    if recipe.smoothquant is not None:
-        alpha = -1.0 if recipe.smoothquant == "off" else float(recipe.smoothquant)
-        options["advanced_parameters"] = AdvancedQuantizationParameters(
-            smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=alpha))
-    if recipe.float_ops:
-        options["ignored_scope"] = nncf.IgnoredScope(names=list(recipe.float_ops),
-                                                     validate=False)
-    if has_attention(model):
-        options["model_type"] = nncf.ModelType.TRANSFORMER
-    preset = nncf.QuantizationPreset.MIXED if recipe.preset == "mixed" \
-        else nncf.QuantizationPreset.PERFORMANCE
-    with _silenced():
-        quantized: onnx.ModelProto = nncf.quantize(
-            model, nncf.Dataset(samples), preset=preset, subset_size=len(samples), **options)
-    return quantized
-
-
-@contextlib.contextmanager
-def _silenced() -> Iterator[None]:
-    """NNCF's log and progress bars (written to the standard output) held back."""
-    import io
-
-    import nncf
-
-    logger = logging.getLogger("nncf")
-    level = logger.level
-    nncf.set_log_level(logging.ERROR)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
-    finally:
-        logger.setLevel(level)
 
 
 _CALIBRATIONS: dict[str, Any] = {

@@ -12,12 +12,14 @@ search runs in phases:
    run one QDQ form);
 2. `_timed_whole`: the fp32 plan and these whole-model variants race end to end; a variant
    no faster than fp32 is dropped (dynamic int8 makes convolutions 5-11x slower);
-3. `_within_budget`: a variant that misses the budget on the whole model is measured one
-   segment at a time (only the one predicted to save the most, and only when it is
-   predicted to save 10%), and the segments that cost the least error per unit of work stay
-   quantized while their errors sum within the budget; the plan is measured again and,
-   while it misses, the most sensitive segment left goes back to fp32 (NNCF's accuracy
-   control, by partition);
+3. `_within_budget`: a static int8 variant that misses the budget on the whole model is
+   mixed op by op (`op_by_op`: the ops ranked by the error quantizing their inputs adds, the
+   worst kept in float until the plan meets the budget; each static form once); any other
+   is measured one segment at a time (only the one predicted to save the most, and only
+   when it is predicted to save 10%), and the segments that cost the least error per unit
+   of work stay quantized while their errors sum within the budget; the plan is measured
+   again and, while it misses, the most sensitive segment left goes back to fp32 (NNCF's
+   accuracy control, by partition);
 4. `_final_race`: each variant's plan that meets the budget, its neighbours of one target
    merged, races the fp32 plan, and the fastest is kept; a plan of the model whole on one
    variant races with its runtime-settings choices too (`search/_settings.py`).
