@@ -74,6 +74,9 @@ KIND = register_kind(
                  choices=("auto", "enable", "disable")),
         AttrSpec("cache-dir", AttrType.STR, doc="compiled-blob cache directory", tuning=False),
         *_quantize.int8_attrs(),
+        AttrSpec("int8-float-precision", AttrType.STR, None,
+                 "int8: the precision of the ops left in float, f32 (unset) or bf16 (a CPU "
+                 "with bf16)", choices=("f32", "bf16")),
     ),
     canonicalizer=lambda attrs: _int8_only(attrs),
 )
@@ -82,6 +85,8 @@ KIND = register_kind(
 def _int8_only(attrs: dict[str, Any]) -> dict[str, Any]:
     """The int8 recipe's attributes only on an int8 target (one spelling, one tuning key)."""
     _quantize.canonical_int8(attrs, attrs.get("precision") == "int8")
+    if attrs.get("precision") != "int8" or attrs.get("int8-float-precision") == "f32":
+        attrs.pop("int8-float-precision", None)
     return attrs
 
 _CAPABILITY = {"bf16": "BF16", "f16": "FP16"}
@@ -100,7 +105,9 @@ def compile_config(target: Target) -> dict[str, str]:
     attrs = target.attrs
     config = {
         # a QDQ model runs as int8 by OpenVINO's own transformations; the rest stays f32
-        "INFERENCE_PRECISION_HINT": "f32" if attrs["precision"] == "int8" else attrs["precision"],
+        # unless the target says bf16
+        "INFERENCE_PRECISION_HINT": (attrs.get("int8-float-precision") or "f32")
+        if attrs["precision"] == "int8" else attrs["precision"],
         "PERFORMANCE_HINT": attrs["performance-hint"].upper(),
         "NUM_STREAMS": str(attrs["num-streams"]),
     }
@@ -377,11 +384,13 @@ class OpenVinoBackend(ProbedBackend):
 
     @staticmethod
     def _check_precision(target: Target) -> None:
-        wanted = _CAPABILITY.get(target.attrs["precision"])
+        wanted = _CAPABILITY.get(target.attrs.get("int8-float-precision") or "") \
+            if target.attrs["precision"] == "int8" else _CAPABILITY.get(target.attrs["precision"])
         capabilities = _core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
         if wanted and wanted not in capabilities:
             raise CompileError(
-                f"this CPU has no {wanted} support in OpenVINO; use 'openvino -precision=f32' "
+                f"this CPU has no {wanted} support in OpenVINO; use f32 ('openvino "
+                f"-precision=f32', or -int8-float-precision=f32 for int8) "
                 f"(capabilities: {', '.join(capabilities)})")
 
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:

@@ -167,3 +167,15 @@ def test_weight_only_forms_run_matmul_weights_in_blocks_and_agree() -> None:
         error[spelled.split()[1]] = 1.0 - min(cosines)
     assert error["-precision=int8"] <= 1e-3
     assert error["-precision=int8"] < error["-precision=int4"] <= 0.1
+
+
+def test_the_ops_an_openvino_int8_form_leaves_in_float_may_compute_in_bf16() -> None:
+    from tessera.backends.openvino import compile_config
+
+    mixed = Target("openvino -precision=int8 -int8-float-precision=bf16")
+    assert compile_config(mixed)["INFERENCE_PRECISION_HINT"] == "bf16"
+    assert compile_config(Target("openvino -precision=int8"))["INFERENCE_PRECISION_HINT"] == "f32"
+    assert Target("openvino -precision=int8 -int8-float-precision=f32") == Target(
+        "openvino -precision=int8")  # the default, never spelled
+    assert Target("openvino -int8-float-precision=bf16") == Target("openvino")  # int8's alone
+    assert mixed.tuning_key() != Target("openvino -precision=int8").tuning_key()

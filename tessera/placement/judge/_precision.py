@@ -333,8 +333,11 @@ class _Search:
     def _final_race(self, candidates: dict[Rival, Judged]) -> tuple[Plan, Built]:
         """The plans within the budget (and their settings choices) race the fp32 plan."""
         origin = {rival: rival for rival in candidates}
+        rest = "bf16" if any(v.attrs.get("precision") == "bf16" for v in self.variants) \
+            else None
         for rival, (plan, _, _) in list(candidates.items()):
-            for choice, settled in _with_settings(self.judge, plan):
+            for choice, settled in [*_with_settings(self.judge, plan),
+                                    *_with_float_rest(self.judge, plan, rest)]:
                 origin[Rival.precision(choice)] = rival
                 candidates[Rival.precision(choice)] = settled
         finals = self._timed({FP32: self.fp32[1].runnable,
@@ -505,6 +508,26 @@ def _with_settings(judge: _Judge, plan: Plan) -> list[tuple[Target, Judged]]:
         if settled is not None:
             found.append((choice, settled))
     return found
+
+
+FLOAT_PRECISION = "int8-float-precision"  # the precision of the ops an int8 form leaves float
+
+
+def _with_float_rest(judge: _Judge, plan: Plan, precision: str | None
+                     ) -> list[tuple[Target, Judged]]:
+    """`plan` with the ops its int8 partitions leave in float computed in `precision` (bf16,
+    where the CPU has it and the backend offers it), when it meets the budget."""
+    if precision is None:
+        return []
+    parts = tuple(replace(p, target=p.target.with_attrs(**{FLOAT_PRECISION: precision}))
+                  if FLOAT_PRECISION in p.target.kind.schema
+                  and p.target.attrs.get("precision") == "int8" else p
+                  for p in plan.partitions)
+    changed = [p.target for p, q in zip(parts, plan.partitions, strict=True) if p != q]
+    if not changed:
+        return []
+    settled = judge.met(replace(plan, partitions=parts))
+    return [(changed[0], settled)] if settled is not None else []
 
 
 def _weights_by_op(flow: DataflowGraph, cut: Sequence[Segment], chosen: Sequence[int]
