@@ -361,10 +361,27 @@ def _reading_floats(model: onnx.ModelProto, float_ops: Sequence[str]) -> onnx.Mo
             graph.node.remove(node)
 
 
+_SCORE_PATH = ("Add", "Sub", "Mul", "Div", "Where", "Cast", "Identity")  # scale and mask
+
+
 def has_attention(model: onnx.ModelProto) -> bool:
-    """Whether the part computes attention (a Softmax): where quantizing the elementwise ops
-    around it costs the accuracy int8 needs."""
-    return any(node.op_type == "Softmax" for node in model.graph.node)
+    """Whether the part computes attention: a Softmax over the product of two activations
+    (a few scaling and masking ops between), where quantizing the elementwise ops around it
+    costs the accuracy int8 needs. A classifier's closing Softmax is not attention."""
+    weights = {t.name for t in model.graph.initializer}
+    producer = {out: node for node in model.graph.node for out in node.output}
+    for node in model.graph.node:
+        if node.op_type != "Softmax":
+            continue
+        frontier = list(node.input[:1])
+        for _ in range(4):
+            feeding = [producer[x] for x in frontier if x in producer]
+            if any(n.op_type == "MatMul" and not any(
+                    i in weights or producer.get(i, n).op_type == "Constant" for i in n.input)
+                   for n in feeding):
+                return True
+            frontier = [x for n in feeding if n.op_type in _SCORE_PATH for x in n.input]
+    return False
 
 
 def quantized_ops(model: onnx.ModelProto, recipe: Recipe) -> tuple[str, ...] | None:

@@ -179,3 +179,48 @@ def test_the_ops_an_openvino_int8_form_leaves_in_float_may_compute_in_bf16() -> 
         "openvino -precision=int8")  # the default, never spelled
     assert Target("openvino -int8-float-precision=bf16") == Target("openvino")  # int8's alone
     assert mixed.tuning_key() != Target("openvino -precision=int8").tuning_key()
+
+
+def _agreement(model: onnx.ModelProto, quantized: onnx.ModelProto,
+               feeds: list[dict[str, np.ndarray]]) -> float:
+    """The worst cosine of `quantized` against the reference evaluator on `feeds`."""
+    import onnxruntime as ort
+    from onnx.reference import ReferenceEvaluator
+
+    exact, session = ReferenceEvaluator(model), ort.InferenceSession(
+        quantized.SerializeToString(), providers=["CPUExecutionProvider"])
+    worst = 1.0
+    for feed in feeds:
+        want = np.asarray(exact.run(None, feed)[0], np.float64).ravel()
+        got = np.asarray(session.run(None, feed)[0], np.float64).ravel()
+        worst = min(worst, float(want @ got / np.linalg.norm(want) / np.linalg.norm(got)))
+    return worst
+
+
+def test_nncf_makes_a_qdq_form_that_keeps_its_ignored_ops_in_float() -> None:
+    pytest.importorskip("nncf")
+    model = mlp(hidden=32)
+    rng = np.random.default_rng(0)
+    samples = [{"x": rng.standard_normal((2, 8)).astype(np.float32)} for _ in range(8)]
+    quantized = quantize(model, Recipe(quantizer="nncf"), samples[::2], backend="openvino")
+    assert any(n.op_type == "QuantizeLinear" for n in quantized.graph.node)
+    assert _agreement(model, quantized, samples[1::2]) > 0.999
+    first = next(n.name for n in model.graph.node if n.op_type in ("MatMul", "Gemm"))
+    kept = quantize(model, Recipe(quantizer="nncf", float_ops=(first,)), samples[::2],
+                    backend="openvino")
+    reader = next(n for n in kept.graph.node if n.name == first)
+    dequantized = {o for n in kept.graph.node if n.op_type == "DequantizeLinear"
+                   for o in n.output}
+    assert not any(i in dequantized for i in reader.input)  # it reads float values only
+
+
+def test_attention_is_a_softmax_over_a_product_of_activations() -> None:
+    from tessera import zoo
+    from tessera.backends._quantize import has_attention, quantized_ops
+
+    assert not has_attention(mlp())  # a closing Softmax over a product with weights
+    bert = onnx.load(str(zoo.export("bert-tiny")))
+    assert has_attention(bert)
+    assert quantized_ops(bert, Recipe()) == ("Conv", "ConvTranspose", "Gemm", "MatMul")
+    assert quantized_ops(bert, Recipe(ops="all")) is None
+    assert quantized_ops(mlp(), Recipe()) is None
