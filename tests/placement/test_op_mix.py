@@ -74,6 +74,8 @@ def test_compile_keeps_the_fewest_ops_in_float_that_meet_the_budget() -> None:
     (part,) = plan.partitions  # the mix is one partition
     assert part.target.attrs["precision"] == "int8"
     assert part.target.attrs["int8-float-ops"] == ("second",)
+    assert "quantized within the accuracy budget" in plan.decisions["first"]
+    assert record.partition_used[0] is not None  # the mixed partition is the variant's
     # judged against the consensus oracle's answers on samples it never calibrated on
     validation = Samples.load(samples, load_model(model)).split()[1]
     truth = reference_answers(load_model(model), validation)

@@ -361,7 +361,7 @@ class _Search:
             partition_used=_partition_shares(plan, record, self.cut, self.flow.names))
         decisions = dict(plan.decisions)
         for part in plan.partitions:
-            if record is not None and settings_base(part.target) == Target(record.target):
+            if record is not None and variant_of(part.target) == Target(record.target):
                 for node in part.nodes:
                     decisions[node] = (
                         f"{part.target}: quantized within the accuracy budget {report.budget} "
@@ -513,6 +513,15 @@ def _with_settings(judge: _Judge, plan: Plan) -> list[tuple[Target, Judged]]:
 FLOAT_PRECISION = "int8-float-precision"  # the precision of the ops an int8 form leaves float
 
 
+def variant_of(target: Target) -> Target:
+    """The precision variant a partition's target was made from: its settings choice, its
+    op-level mix and the precision of its float ops undone."""
+    base = settings_base(target)
+    undone = {n: v for n, v in ((FLOAT_OPS, ()), (FLOAT_PRECISION, "f32"))
+              if n in base.explicit_attrs}  # their canonical forms drop them
+    return base.with_attrs(**undone) if undone else base
+
+
 def _with_float_rest(judge: _Judge, plan: Plan, precision: str | None
                      ) -> list[tuple[Target, Judged]]:
     """`plan` with the ops its int8 partitions leave in float computed in `precision` (bf16,
@@ -579,7 +588,7 @@ def _partition_shares(plan: Plan, chosen: VariantRecord | None, cut: Sequence[Se
     segment_of = {names[n]: s.index for s in cut for n in s.nodes}
     shares: list[float | None] = []
     for part in plan.partitions:
-        if settings_base(part.target) != Target(chosen.target):
+        if variant_of(part.target) != Target(chosen.target):
             shares.append(None)
             continue
         held = dict.fromkeys(segment_of[n] for n in part.nodes)
