@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tessera.backends._quantize import Recipe, has_attention
 from tessera.errors import CompileError
 
 if TYPE_CHECKING:
@@ -19,8 +18,9 @@ if TYPE_CHECKING:
 __all__ = ["nncf_quantize"]
 
 
-def nncf_quantize(model: onnx.ModelProto, recipe: Recipe,
-                  samples: list[dict[str, np.ndarray]]) -> onnx.ModelProto:
+def nncf_quantize(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], *,
+                  preset: str, smoothquant: str | None, float_ops: Sequence[str],
+                  transformer: bool) -> onnx.ModelProto:
     """The static QDQ form by NNCF: its transformer preset where the part has attention."""
     try:
         import nncf
@@ -33,16 +33,16 @@ def nncf_quantize(model: onnx.ModelProto, recipe: Recipe,
     )
 
     options: dict[str, Any] = {}
-    if recipe.smoothquant is not None:
-        alpha = -1.0 if recipe.smoothquant == "off" else float(recipe.smoothquant)
+    if smoothquant is not None:
+        alpha = -1.0 if smoothquant == "off" else float(smoothquant)
         options["advanced_parameters"] = AdvancedQuantizationParameters(
             smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=alpha))
-    if recipe.float_ops:
-        options["ignored_scope"] = nncf.IgnoredScope(names=list(recipe.float_ops),
+    if float_ops:
+        options["ignored_scope"] = nncf.IgnoredScope(names=list(float_ops),
                                                      validate=False)
-    if has_attention(model):
+    if transformer:
         options["model_type"] = nncf.ModelType.TRANSFORMER
-    preset = nncf.QuantizationPreset.MIXED if recipe.preset == "mixed" \
+    preset = nncf.QuantizationPreset.MIXED if preset == "mixed" \
         else nncf.QuantizationPreset.PERFORMANCE
     with _silenced():
         quantized: onnx.ModelProto = nncf.quantize(

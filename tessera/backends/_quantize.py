@@ -283,8 +283,11 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
             if recipe.quantizer == "nncf":
                 from tessera.backends._nncf import nncf_quantize
 
-                return _reading_floats(nncf_quantize(inline_weights(submodel), recipe, samples),
-                                       recipe.float_ops)
+                made = nncf_quantize(inline_weights(submodel), samples, preset=recipe.preset,
+                                     smoothquant=recipe.smoothquant,
+                                     float_ops=recipe.float_ops,
+                                     transformer=has_attention(submodel))
+                return _reading_floats(made, recipe.float_ops)
             onnx.save_model(inline_weights(submodel), str(source))
             if recipe.form == "dynamic":
                 # no pre-processing: it costs a shape inference and an optimised copy of the
