@@ -17,8 +17,8 @@ model (`tessera.oracle.answers`) with `tessera.config._accuracy.measure`, agains
   defaults` runs a model):
   - `NNCF defaults`: `nncf.quantize(model, nncf.Dataset(calibration),
     subset_size=len(calibration), model_type=TRANSFORMER or None)`, transformer where the
-    graph has a Softmax fed by a MatMul (through the attention's scale and mask), not by the
-    model's name;
+    graph has a Softmax over a product of two activations (through the attention's scale
+    and mask; tessera's `has_attention`), not by the model's name;
   - `NNCF accuracy control`: `nncf.quantize_with_accuracy_control(..)` with the same
     calibration, the validation samples, `max_drop` = 1 - the budget's cosine bound
     (absolute) and as metric the min cosine over the validation samples against the fp32
@@ -138,23 +138,11 @@ def openvino_row(label: str, model: str | bytes, outputs: list[str]) -> Row:
 
 
 # -- NNCF (its ONNX backend; the quantized model runs on OpenVINO) -------------------------------
-ATTENTION_PATH = {"Add", "Sub", "Mul", "Div", "Where", "Cast", "Identity"}  # scale and mask
-
-
 def is_transformer(proto: onnx.ModelProto) -> bool:
-    """A Softmax fed by a MatMul, directly or through a few elementwise ops (attention's
-    scores: MatMul, then a scale, a mask)."""
-    producer = {out: node for node in proto.graph.node for out in node.output}
-    for node in proto.graph.node:
-        if node.op_type != "Softmax" or not node.input:
-            continue
-        frontier = [node.input[0]]
-        for _ in range(4):
-            feeding = [producer[x] for x in frontier if x in producer]
-            if any(n.op_type == "MatMul" for n in feeding):
-                return True
-            frontier = [x for n in feeding if n.op_type in ATTENTION_PATH for x in n.input]
-    return False
+    """Attention as tessera's quantizer sees it: a Softmax over a product of activations."""
+    from tessera.backends._quantize import has_attention
+
+    return has_attention(proto)
 
 
 @contextlib.contextmanager
