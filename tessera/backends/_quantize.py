@@ -338,13 +338,10 @@ def _reading_floats(model: onnx.ModelProto, float_ops: Sequence[str]) -> onnx.Mo
     quantizes a value another quantized node writes), and the pairs no one reads removed."""
     if not float_ops:
         return model
+    from tessera.backends._sensitivity import quantized_activations
+
     graph = model.graph
-    producer = {out: node for node in graph.node for out in node.output}
-    source: dict[str, str] = {}
-    for node in graph.node:
-        made = producer.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
-        if made is not None and made.op_type == "QuantizeLinear":
-            source[node.output[0]] = made.input[0]
+    source = {value: q.input[0] for value, q in quantized_activations(graph).items()}
     wanted = set(float_ops)
     for node in graph.node:
         if node.name in wanted:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-__all__ = ["error_added"]
+__all__ = ["error_added", "quantized_activations"]
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 
@@ -30,14 +30,9 @@ def error_added(quantized: onnx.ModelProto, samples: Sequence[Mapping[str, np.nd
     import numpy as np
 
     graph = quantized.graph
-    producer = {out: node for node in graph.node for out in node.output}
-    source: dict[str, str] = {}  # a dequantized activation -> the float value quantized
-    span: dict[str, tuple[float, float]] = {}  # -> the range its quantization represents
-    for node in graph.node:
-        made = producer.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
-        if made is not None and made.op_type == "QuantizeLinear":
-            source[node.output[0]] = made.input[0]
-            span[node.output[0]] = _span(graph, made)
+    quantizers = quantized_activations(graph)
+    source = {value: q.input[0] for value, q in quantizers.items()}
+    span = {value: _span(graph, q) for value, q in quantizers.items()}  # what it represents
     readers = [node for node in graph.node if node.op_type not in _QDQ and node.name
                and any(i in source for i in node.input)]
     if not readers or not samples:
@@ -61,6 +56,18 @@ def error_added(quantized: onnx.ModelProto, samples: Sequence[Mapping[str, np.nd
             errors.append(_relative(want, got))
         added[node.name] = float(np.mean(errors))
     return tuple(sorted(added.items(), key=lambda item: (-item[1], item[0])))
+
+
+def quantized_activations(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
+    """Each dequantized activation (a DequantizeLinear's output fed by a QuantizeLinear), and
+    the QuantizeLinear it undoes (whose input is the float value quantized)."""
+    producer = {out: node for node in graph.node for out in node.output}
+    found: dict[str, onnx.NodeProto] = {}
+    for node in graph.node:
+        made = producer.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
+        if made is not None and made.op_type == "QuantizeLinear":
+            found[node.output[0]] = made
+    return found
 
 
 def _span(graph: onnx.GraphProto, quantize: onnx.NodeProto) -> tuple[float, float]:
