@@ -27,3 +27,15 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def _precision_search_unbounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test's precision search is not cut short by time: precision-time=auto gives it as
+    long as the fp32 plan took, a second or two on the test models, so what it tries would
+    depend on the machine's speed. Tests of the time limit set precision-time themselves."""
+    import math
+
+    from tessera.placement.judge import _precision
+
+    monkeypatch.setattr(_precision, "auto_seconds", lambda before: math.inf)

@@ -166,6 +166,18 @@ def _positive_seconds(value: object) -> float:
 
 
 
+def _precision_time(value: object) -> float | str:
+    """'auto', 'unlimited', or seconds > 0."""
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text in ("auto", "unlimited"):
+        return str(text)
+    try:
+        return _positive_seconds(text)
+    except ValueError:
+        raise ValueError(f"expected auto, unlimited or a number of seconds > 0, got "
+                         f"{value!r}") from None
+
+
 def _percentile(value: object) -> float:
     """50, 90, 99.9 or 'p99': a percentile in (0, 100]; a whole number comes back as int."""
     text = value.strip().lower().removeprefix("p") if isinstance(value, str) else value
@@ -260,6 +272,12 @@ class FlowOptions:
         None, "how many samples of the calibration half (the samples at even positions) "
         "calibrate int8 forms: the first N of them (unset: all); the validation half judges "
         "the plan whatever this is", cache_key=True, parse=_positive_int_or_none)
+    precision_time: float | str = _option(
+        "auto", "seconds the precision search may take after the fp32 plan, its variants "
+        "tried in order of their expected payoff (the static int8 forms first) and no new "
+        "one started once they are spent: auto (as long as the compile took to reach the "
+        "fp32 plan, so a compile with samples takes about twice a float one), unlimited, "
+        "or a number", cache_key=True, parse=_precision_time)
     shapes: ShapeProfile | None = _option(
         None, "the sizes of the model's symbolic dimensions placement measures at, and the "
         "ranges run accepts: NAME=V1,V2 (representative values, each measured; V@W weighs "

@@ -25,13 +25,15 @@ class Tools:
     """What a placement may use, each optional: a `builder` to build and race whole plans
     (without one, the search decides alone), a `measurer` for candidates (default: the
     config's), a cost database (default: a fresh one for Collage), a clock and a progress
-    callback."""
+    callback. `started`: the clock's reading when the compile began (default: when the
+    placement began), from which the precision search's time is set."""
 
     builder: Builder | None = None
     measurer: Measurer | None = None
     db: CostDB | None = None
     clock: Clock = time.perf_counter
     progress: ProgressLike | None = None
+    started: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +47,7 @@ class PlacementContext:
     db: CostDB | None = None
     clock: Clock = time.perf_counter
     progress: Reporter = field(default_factory=Reporter)
+    started: float = 0.0  # the clock's reading when the compile began
 
     @property
     def objective(self) -> Objective:

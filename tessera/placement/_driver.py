@@ -116,7 +116,8 @@ def context_for(model: Model, config: CompilationConfig, pins: PinSpec = None,
     db = tools.db if tools.db is not None or not collage else CostDB()
     return PlacementContext(model, config, resolve_pins(model.dataflow, pins, config),
                             Points.of(model, config), tools.measurer or measurer_for(config),
-                            tools.builder, db, tools.clock, Reporter.of(tools.progress))
+                            tools.builder, db, tools.clock, Reporter.of(tools.progress),
+                            tools.clock() if tools.started is None else tools.started)
 
 
 def measurer_for(config: CompilationConfig) -> Measurer:

@@ -4,6 +4,7 @@ chain them, freeing every intermediate as soon as its last consumer has run."""
 from __future__ import annotations
 
 import os
+import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
@@ -205,14 +206,15 @@ def compile(model: Any, config: Any = None, *, executor: str | None = None,
     are compared with the reference's, and the report is `plan.stats.accuracy`.
     `executor` picks one of the config's named executors (it may be left out when there is
     one); for a config without them, it is the executor kind (graph)."""
+    started = time.perf_counter()
     config = as_config(config, options, executor)
     loaded = loaded_for(model, config)
     checked = Samples.load(samples, loaded) if samples is not None else None  # fail early
     prepare_environment(len(config.priority))
     report = Reporter.of(progress)
     builder = RuntimeBuilder(checked, report)
-    placed = place(loaded, config, pins=pins, tools=Tools(builder=builder, progress=report),
-                   build=True, samples=checked)
+    placed = place(loaded, config, pins=pins, build=True, samples=checked,
+                   tools=Tools(builder=builder, progress=report, started=started))
     builder.release()
     assert placed.built is not None  # build=True with a builder always builds
     compiled = assemble(loaded, config, placed.plan,
@@ -233,13 +235,14 @@ def partition(model: Any, config: Any = None, partitioner: str | None = None,
     interrupt and `executor` as in `compile`."""
     if partitioner is not None:
         options = {**options, "partitioner": partitioner}
+    started = time.perf_counter()
     config = as_config(config, options, executor)
     loaded = loaded_for(model, config)
     checked = Samples.load(samples, loaded) if samples is not None else None
     report = Reporter.of(progress)
     builder = RuntimeBuilder(checked, report)
-    placed = place(loaded, config, pins=pins, tools=Tools(builder=builder, progress=report),
-                   build=checked is not None, samples=checked)
+    placed = place(loaded, config, pins=pins, build=checked is not None, samples=checked,
+                   tools=Tools(builder=builder, progress=report, started=started))
     builder.release()
     plan = placed.plan
     if checked is None or plan.stats.accuracy is not None:

@@ -3,7 +3,10 @@ precision variant its backends offer (`onnxruntime -precision=int8 -int8-recipe=
 `... dynamic`, `openvino -precision=int8`) is tried on the segments of the plan
 (`search/_segments.py`), calibrated on the samples' even half and judged on the odd half
 against the fp32 answers of the consensus oracle (`tessera.oracle.reference_answers`). The
-search runs in phases:
+variants come in the order of their expected payoff (`payoff_rank`), and the search has a
+time (the `precision-time` option; auto: as long as the compile took to reach the fp32
+plan): once it is spent, no new variant, op-level mix or settings choice is started, and
+what was found races as it is. The search runs in phases:
 
 1. `_whole_model`: every variant runs on every segment it supports; a variant many times
    over the budget on its first validation samples stops there untimed (`hopeless`: no
@@ -36,6 +39,7 @@ from typing import Any, Protocol
 
 from tessera import backends
 from tessera._private.text import first_line
+from tessera.backends._quantize import has_attention
 from tessera.config import AccuracyBudget, AccuracyReport, accuracy_of
 from tessera.errors import TesseraError
 from tessera.ir import DataflowGraph, Samples, bits
@@ -157,10 +161,21 @@ class _Search:
         order = [self.flow.index[n] for p in plan.partitions for n in p.nodes]
         self.fp32_of = {self.flow.index[n]: p.target for p in plan.partitions for n in p.nodes}
         self.cut = segments(self.flow, order)
-        self.variants = [v for v in variants_of(ctx.config) if not float_only or float_form(v)]
+        attention = has_attention(ctx.model.proto)
+        self.variants = [v for v in variants_of(ctx.config, attention)
+                         if not float_only or float_form(v)]
         self.records: dict[Target, VariantRecord] = {}
         self.started = ctx.clock()
+        self.seconds = _seconds(ctx.config.options.precision_time, self.started - ctx.started)
         self.how = Rounds.under(ctx.objective, ctx.clock, point_shapes(ctx.model, ctx.points))
+
+    def time_left(self) -> bool:
+        """Whether the search's time (the `precision-time` option) is not yet spent."""
+        return self.ctx.clock() - self.started < self.seconds
+
+    def _out_of_time(self) -> str:
+        return (f"the precision search's {self.seconds:.0f} s (option precision-time: "
+                f"{self.ctx.config.options.precision_time}) were spent")
 
     def run(self) -> tuple[Plan, Built]:
         whole = self._whole_model()
@@ -177,6 +192,10 @@ class _Search:
         whole: dict[Rival, _Whole] = {}
         hopeless_forms: dict[tuple[str, tuple[int, ...]], tuple[Target, float]] = {}
         for position, variant in enumerate(self.variants):
+            if position and not self.time_left():  # the first, the most promising, always
+                self.records[variant] = VariantRecord(
+                    str(variant), note=f"not tried: {self._out_of_time()}")
+                continue
             self.ctx.progress.step(Phase.PRECISION, position, len(self.variants),
                                    f"{variant} on the whole model")
             found = self._whole_variant(variant, hopeless_forms)
@@ -303,6 +322,8 @@ class _Search:
                     f"is predicted to save {saving:.1%}, under {MIN_SAVING:.0%}: not searched")
         if searched:
             return "misses the budget on the whole model; a more promising variant was searched"
+        if not self.time_left():
+            return f"misses the budget on the whole model; not searched: {self._out_of_time()}"
         return None
 
     def _way(self, variant: Target) -> str:
@@ -319,7 +340,7 @@ class _Search:
         if not self._way(w.variant):
             return self._segment_by_segment(w.variant)
         found, record = op_by_op(self.judge, w.plan, w.variant, self.records[w.variant],
-                                 self.ctx.progress)
+                                 self.ctx.progress, self.time_left)
         self.records[w.variant] = record
         return (record.segments if found is not None else ()), found
 
@@ -331,14 +352,18 @@ class _Search:
         return kept, found
 
     def _final_race(self, candidates: dict[Rival, Judged]) -> tuple[Plan, Built]:
-        """The plans within the budget (and their settings choices) race the fp32 plan."""
+        """The plans within the budget race the fp32 plan, the fastest of them on the whole
+        model with its settings choices and its float ops in bf16 too (each a build and a
+        validation: the others', tried on BERT-base, never won)."""
         origin = {rival: rival for rival in candidates}
         rest = "bf16" if any(v.attrs.get("precision") == "bf16" for v in self.variants) \
             else None
-        for rival, (plan, _, _) in list(candidates.items()):
+        leading = min(candidates, key=lambda r: (self._whole_ms(r), str(r)))
+        plan = candidates[leading][0]
+        if self.time_left():  # else the plans found race as they are
             for choice, settled in [*_with_settings(self.judge, plan),
                                     *_with_float_rest(self.judge, plan, rest)]:
-                origin[Rival.precision(choice)] = rival
+                origin[Rival.precision(choice)] = leading
                 candidates[Rival.precision(choice)] = settled
         finals = self._timed({FP32: self.fp32[1].runnable,
                               **{r: b.runnable for r, (_, b, _) in candidates.items()}})
@@ -346,6 +371,11 @@ class _Search:
         winner = min(finals, key=lambda r: (finals[r], r != FP32))
         chosen = self.fp32 if winner == FP32 else candidates[winner]
         return self._finish(chosen, origin.get(winner, winner), finals)
+
+    def _whole_ms(self, rival: Rival) -> float:
+        record = self.records.get(rival.target) if rival.target is not None else None
+        ms = record.whole_ms if record is not None else None
+        return math.inf if ms is None else ms
 
     def _plan(self, quantized: Mapping[int, Target], merge: bool = False) -> Plan:
         return plan_with(self.flow, self.fp32[0], self.cut, self.fp32_of, quantized, merge)
@@ -421,13 +451,15 @@ MAX_TRIALS = 7  # op-level mixes built and judged, at most
 
 
 def op_by_op(judge: _Judge, plan: Plan, variant: Target, record: VariantRecord,
-             progress: Reporter | None = None) -> tuple[Judged | None, VariantRecord]:
+             progress: Reporter | None = None, time_left: Callable[[], bool] = lambda: True
+             ) -> tuple[Judged | None, VariantRecord]:
     """`plan` (its partitions on `variant` quantized whole) with the fewest ops kept in
     float that meets the budget: the ops ranked by the error each adds (measured once on the
     calibration samples), the 1, 2, 4, ... that add the most kept in float until the plan
     meets the budget, then the count between the last two halved while it still does. Each
     partition stays one partition (the mix is its target's attribute). None where no mix
-    within `MAX_TRIALS` builds meets the budget."""
+    within `MAX_TRIALS` builds meets the budget; once `time_left` says no, the mix found so
+    far is kept."""
     progress = progress or Reporter()
     ctx = judge.ctx
     assert ctx.builder is not None
@@ -451,7 +483,8 @@ def op_by_op(judge: _Judge, plan: Plan, variant: Target, record: VariantRecord,
     trials, low, high = 0, 0, 0
     best: Judged | None = None
     count = 1
-    while trials < MAX_TRIALS and count <= len(order):  # 1, 2, 4, ...: the first that meets
+    while trials < MAX_TRIALS and count <= len(order) and (not trials or time_left()):
+        # 1, 2, 4, ...: the first that meets
         trials += 1
         progress.advance(Phase.PRECISION, f"{variant} with {count} op(s) in float")
         best = judge.met(mix(count))
@@ -460,7 +493,7 @@ def op_by_op(judge: _Judge, plan: Plan, variant: Target, record: VariantRecord,
             break
         low = count
         count = min(count * 2, len(order)) if count < len(order) else count + 1
-    while best is not None and trials < MAX_TRIALS and high - low > 1:  # halve the gap
+    while best is not None and trials < MAX_TRIALS and high - low > 1 and time_left():
         trials += 1
         middle = (low + high) // 2
         found = judge.met(mix(middle))
@@ -476,6 +509,19 @@ def op_by_op(judge: _Judge, plan: Plan, variant: Target, record: VariantRecord,
     return best, replace(done, note=(
         f"op by op: the {high} op(s) adding the most error of {len(order)} kept in float "
         f"({trials} mix(es) tried)"))
+
+
+def _seconds(option: float | str, before: float) -> float:
+    """The precision search's time: the option's seconds, or with auto `auto_seconds`."""
+    if option == "auto":
+        return auto_seconds(before)
+    return math.inf if option == "unlimited" else float(option)
+
+
+def auto_seconds(before: float) -> float:
+    """precision-time=auto: as long as the compile took to reach the fp32 plan (`before`),
+    so that a compile with samples takes about twice a float one."""
+    return max(before, 0.0)
 
 
 def plan_with(flow: DataflowGraph, fp32: Plan, cut: Sequence[Segment],

@@ -14,14 +14,32 @@ from tessera.ir._implied import implied_inputs, non_tensor_input
 from tessera.target import Target
 
 
-def variants_of(config: CompilationConfig) -> list[Target]:
-    """Every precision variant the config's targets offer, in priority order."""
+def variants_of(config: CompilationConfig, attention: bool = False) -> list[Target]:
+    """Every precision variant the config's targets offer, in the order of their expected
+    payoff for a model with or without `attention` (`payoff_rank`), then the config's
+    priority."""
     found: list[Target] = []
     for target in config.priority:
         backend = backends.get(target.kind.name)
         if backend.is_available().ok:
             found += [v for v in backend.precision_variants(target) if v not in found]
-    return found
+    return sorted(found, key=lambda v: payoff_rank(v, attention))
+
+
+def payoff_rank(variant: Target, attention: bool = False) -> int:
+    """Where a variant comes in the search, which may run out of time: static int8 first,
+    then the float forms (no quantizer: a few seconds each), dynamic int8 last (slower than
+    static wherever both met the budget, bench/results/precision.md). Among the static
+    forms NNCF's comes first (the fastest within the budget on five suite models of six),
+    except on a model with attention: there ONNX Runtime's form quantizes the matrix
+    products alone, meets the budget where NNCF's missed (ViT-B/16) and takes a third of
+    NNCF's time."""
+    attrs = variant.attrs
+    if float_form(variant):
+        return 2
+    if attrs.get("precision") != "int8" or attrs.get("int8-recipe") == "dynamic":
+        return 3
+    return int((attrs.get("int8-quantizer") == "nncf") == attention)
 
 
 GENERATED = 8  # inputs generated where the user gave no samples: 4 judge (float forms)
@@ -71,4 +89,5 @@ def precision_setup(model: Model, config: CompilationConfig, samples: Samples | 
     return PrecisionSetup(config, samples, float_only, generated)
 
 
-__all__ = ["GENERATED", "PrecisionSetup", "float_form", "precision_setup", "variants_of"]
+__all__ = ["GENERATED", "PrecisionSetup", "float_form", "payoff_rank", "precision_setup",
+           "variants_of"]
