@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-__all__ = ["nncf_quantize"]
+__all__ = ["nncf_compress", "nncf_quantize"]
 
 
 def nncf_quantize(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], *,
@@ -26,25 +26,9 @@ def nncf_quantize(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], 
     `model`'s weights are written to `scratch` (a private directory) and NNCF reads them
     from there: it shape-infers the model ten times, each a copy of the model serialised
     whole (11 of 33 s on BERT-base with the weights inline)."""
-    try:
-        import nncf
-    except ImportError as err:
-        raise CompileError("int8 by NNCF (-int8-quantizer=nncf) needs NNCF: "
-                           "pip install nncf") from err
-    import onnx
-    from nncf.onnx.quantization.backend_parameters import BackendParameters
-    from nncf.quantization.advanced_parameters import (
-        AdvancedQuantizationParameters,
-        AdvancedSmoothQuantParameters,
-    )
+    from nncf.quantization.advanced_parameters import AdvancedSmoothQuantParameters
 
-    source, copy = Path(scratch, "nncf.onnx"), onnx.ModelProto()
-    copy.CopyFrom(model)  # saving with external data rewrites the model it is given
-    onnx.save_model(copy, str(source), save_as_external_data=True,
-                    all_tensors_to_one_file=True, location="nncf.weights", size_threshold=1024)
-    bare = onnx.load_model(str(source), load_external_data=False)
-    advanced = AdvancedQuantizationParameters(
-        backend_params={BackendParameters.EXTERNAL_DATA_DIR: str(Path(scratch).resolve())})
+    nncf, bare, advanced = _prepared(model, scratch, compression=False)
     if smoothquant is not None:
         alpha = -1.0 if smoothquant == "off" else float(smoothquant)
         advanced.smooth_quant_alphas = AdvancedSmoothQuantParameters(matmul=alpha)
@@ -60,6 +44,56 @@ def nncf_quantize(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], 
         quantized: onnx.ModelProto = nncf.quantize(
             bare, nncf.Dataset(samples), preset=preset, subset_size=len(samples), **options)
     return quantized  # its weights read back in by NNCF
+
+
+def _prepared(model: onnx.ModelProto, scratch: str, *, compression: bool
+              ) -> tuple[Any, onnx.ModelProto, Any]:
+    """NNCF, `model` with its weights in a file in `scratch`, and the advanced parameters
+    (of quantization, or of weight compression) that tell NNCF where that file is."""
+    try:
+        import nncf
+    except ImportError as err:
+        raise CompileError("int8 by NNCF (-int8-quantizer=nncf, and OpenVINO's weight-only "
+                           "forms) needs NNCF: pip install nncf") from err
+    import onnx
+    from nncf.onnx.quantization.backend_parameters import BackendParameters
+    from nncf.quantization.advanced_parameters import (
+        AdvancedCompressionParameters,
+        AdvancedQuantizationParameters,
+    )
+
+    source, copy = Path(scratch, "nncf.onnx"), onnx.ModelProto()
+    copy.CopyFrom(model)  # saving with external data rewrites the model it is given
+    onnx.save_model(copy, str(source), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="nncf.weights", size_threshold=1024)
+    bare = onnx.load_model(str(source), load_external_data=False)
+    where = {BackendParameters.EXTERNAL_DATA_DIR: str(Path(scratch).resolve())}
+    advanced = AdvancedCompressionParameters(backend_params=where) if compression \
+        else AdvancedQuantizationParameters(backend_params=where)
+    return nncf, bare, advanced
+
+
+INT4_GROUP = 128  # weights per scale in the int4 form (NNCF's default)
+
+
+def nncf_compress(model: onnx.ModelProto, *, bits: int, float_ops: Sequence[str],
+                  scratch: str) -> onnx.ModelProto:
+    """The matrix products' weights compressed by NNCF, with no calibration: 8-bit
+    asymmetric per output channel (DequantizeLinear on int8 weights), or 4-bit symmetric in
+    groups of `INT4_GROUP` (MatMulNBits below opset 21), every layer; the nodes in
+    `float_ops` keep their weights. Its weights are read from `scratch` (`nncf_quantize`)."""
+    nncf, bare, advanced = _prepared(model, scratch, compression=True)
+    options: dict[str, Any] = {"advanced_parameters": advanced}
+    if float_ops:
+        options["ignored_scope"] = nncf.IgnoredScope(names=list(float_ops), validate=False)
+    if bits == 4:
+        options.update(mode=nncf.CompressWeightsMode.INT4_SYM, group_size=INT4_GROUP,
+                       ratio=1.0, all_layers=True)
+    else:
+        options["mode"] = nncf.CompressWeightsMode.INT8_ASYM
+    with _silenced():
+        compressed: onnx.ModelProto = nncf.compress_weights(bare, **options)
+    return compressed  # its weights read back in by NNCF
 
 
 @contextlib.contextmanager

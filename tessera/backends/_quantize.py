@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from tessera.backends._answer import Support
 from tessera.errors import CompileError
-from tessera.target import AttrSpec, AttrType
+from tessera.target import AttrSpec, AttrType, Target
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COMPUTE_OPS", "Calibration", "DigestedCalibration", "Form", "Recipe",
            "calibration_digest", "canonical_int8", "int8_attrs", "is_quantized", "model_digest",
-           "quantize", "recipes_for"]
+           "quantize", "recipes_for", "weight_bound"]
 
 Form = Literal["dynamic", "static", "weights"]
 
@@ -284,6 +285,11 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
         source, prepared, output = (Path(tmp, n) for n in ("model.onnx", "pre.onnx", "q.onnx"))
         try:
             excluded = list(recipe.float_ops)
+            if recipe.form == "weights" and recipe.quantizer == "nncf":
+                from tessera.backends._nncf import nncf_compress
+
+                return nncf_compress(whole, bits=recipe.bits, float_ops=recipe.float_ops,
+                                     scratch=tmp)
             if recipe.form == "weights":
                 return _weights_only(whole, recipe)
             if recipe.quantizer == "nncf":
@@ -388,6 +394,18 @@ def has_attention(model: onnx.ModelProto) -> bool:
                 return True
             frontier = [x for n in feeding if n.op_type in _SCORE_PATH for x in n.input]
     return False
+
+
+def weight_bound(variant: Target, weights_by_op: Mapping[str, int]) -> Support:
+    """Whether a weight-only form suits a part: most of its weights feed matrix products
+    (it leaves convolutions in float, and saves only the time weights take to read)."""
+    matmul = sum(n for op, n in weights_by_op.items() if op in ("MatMul", "Gemm"))
+    total = sum(weights_by_op.values())
+    if not total or matmul * 2 < total:
+        return Support(False, f"{variant} compresses the weights of matrix products only, "
+                              f"and they hold {matmul / total if total else 0:.0%} of the "
+                              "weights here")
+    return Support(True)
 
 
 def quantized_ops(model: onnx.ModelProto, recipe: Recipe) -> tuple[str, ...] | None:

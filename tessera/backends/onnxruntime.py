@@ -220,15 +220,24 @@ class OnnxRuntimeBackend(Backend):
     def precision_variants(self, target: Target) -> tuple[Target, ...]:
         if "precision" in target.explicit_attrs or target.device_type != "cpu":
             return ()
+        flags = cpu_flags()
         static = tuple(target.with_attrs(**{"precision": "int8", "int8-recipe": "static",
                                             **recipe})
-                       for recipe in _quantize.recipes_for(cpu_flags()))
-        return (*static, target.with_attrs(**{"precision": "int8", "int8-recipe": "dynamic"}))
+                       for recipe in _quantize.recipes_for(flags))
+        # MatMulNBits computes with int8 dot products at accuracy level 4: VNNI's or AMX's
+        level = {"matmul-accuracy": 4} if any(
+            f in flags for f in ("avx512_vnni", "avx_vnni", "amx_int8")) else {}
+        weights = (target.with_attrs(**{"precision": "int8", "int8-recipe": "weights", **level}),
+                   target.with_attrs(precision="int4", **level))
+        return (*static, target.with_attrs(**{"precision": "int8", "int8-recipe": "dynamic"}),
+                *weights)
 
     def calibrated(self, target: Target) -> bool:
         return target.attrs.get("int8-recipe") == "static"
 
     def variant_suits(self, variant: Target, weights_by_op: Mapping[str, int]) -> Support:
+        if _recipe(variant.attrs).form == "weights":
+            return _quantize.weight_bound(variant, weights_by_op)
         # quantize_dynamic is for MatMul/Gemm-heavy parts: it runs convolutions as
         # ConvInteger, 5-11x slower than fp32 (ResNet-50, MobileNetV2)
         if variant.attrs.get("int8-recipe") != "dynamic":

@@ -55,10 +55,17 @@ KIND = register_kind(
         threads_attr("inference threads"),
         AttrSpec("precision", AttrType.STR, "f32",
                  "f32, bf16, f16: the inference precision hint (bf16 and f16 need a CPU "
-                 "with that capability); int8: the partition quantized to the QDQ format "
-                 "by ONNX Runtime's static quantizer (activation ranges calibrated on "
-                 "sample inputs, which compile needs), which OpenVINO runs as int8",
-                 choices=("f32", "bf16", "f16", "int8")),
+                 "with that capability); int8: the partition quantized (see -int8-recipe), "
+                 "which OpenVINO runs as int8; int4: its matrix products' weights "
+                 "compressed to 4 bits in groups of 128 by NNCF (needs nncf)",
+                 choices=("f32", "bf16", "f16", "int8", "int4")),
+        AttrSpec("int8-recipe", AttrType.STR, None,
+                 "how -precision=int8 quantizes: static (default; the QDQ format, "
+                 "activation ranges calibrated on sample inputs, which compile needs) or "
+                 "weights (the matrix products' weights alone, 8-bit per output channel by "
+                 "NNCF's compress_weights, no calibration: for parts bound by reading "
+                 "weights, as a decoder's step is); dropped without -precision=int8",
+                 choices=("static", "weights")),
         AttrSpec("performance-hint", AttrType.STR, "latency", "OpenVINO performance mode",
                  choices=("latency", "throughput"), runtime=True),
         AttrSpec("num-streams", AttrType.INT, 1, "parallel inference streams", minimum=1,
@@ -84,12 +91,27 @@ KIND = register_kind(
 
 def _int8_only(attrs: dict[str, Any]) -> dict[str, Any]:
     """The int8 recipe's attributes only on an int8 target (one spelling, one tuning key)."""
-    _quantize.canonical_int8(attrs, attrs.get("precision") == "int8")
-    if attrs.get("precision") != "int8" or attrs.get("int8-float-precision") == "f32":
+    int8 = attrs.get("precision") == "int8"
+    if not int8 or attrs.get("int8-recipe") == "static":
+        attrs.pop("int8-recipe", None)  # static is the default int8 form
+    weights = _recipe(attrs).form == "weights"
+    _quantize.canonical_int8(attrs, int8 or weights, static=int8 and not weights)
+    if not int8 or weights or attrs.get("int8-float-precision") == "f32":
         attrs.pop("int8-float-precision", None)
     return attrs
 
+
+def _recipe(attrs: Mapping[str, Any]) -> _quantize.Recipe:
+    """The recipe a target names: int4, and int8 with -int8-recipe=weights, are NNCF's
+    weight-only forms."""
+    if attrs.get("precision") == "int4" or attrs.get("int8-recipe") == "weights":
+        return _quantize.Recipe("weights", bits=4 if attrs.get("precision") == "int4" else 8,
+                                quantizer="nncf",
+                                float_ops=tuple(attrs.get("int8-float-ops") or ()))
+    return _quantize.Recipe.of(attrs)
+
 _CAPABILITY = {"bf16": "BF16", "f16": "FP16"}
+_QUANTIZED = ("int8", "int4")  # the precisions a quantizer makes
 _QUERIES_KEPT = 32  # whole-model answers kept by digest: a few bytes per node each
 
 
@@ -107,12 +129,12 @@ def compile_config(target: Target) -> dict[str, str]:
         # a QDQ model runs as int8 by OpenVINO's own transformations; the rest stays f32
         # unless the target says bf16
         "INFERENCE_PRECISION_HINT": (attrs.get("int8-float-precision") or "f32")
-        if attrs["precision"] == "int8" else attrs["precision"],
+        if attrs["precision"] in _QUANTIZED else attrs["precision"],
         "PERFORMANCE_HINT": attrs["performance-hint"].upper(),
         "NUM_STREAMS": str(attrs["num-streams"]),
     }
     snippets = attrs["snippets"]
-    if snippets == "auto" and attrs["precision"] == "int8":
+    if snippets == "auto" and attrs["precision"] in _QUANTIZED:
         snippets = "disable"  # correct int8 first: enabling is an explicit choice
     if snippets != "auto":
         config["SNIPPETS_MODE"] = snippets.upper()
@@ -344,12 +366,14 @@ class OpenVinoBackend(ProbedBackend):
 
     def prepare(self, submodel: onnx.ModelProto, target: Target,
                 calibration: Calibration | None) -> onnx.ModelProto:
-        if target.attrs["precision"] != "int8":
+        if target.attrs["precision"] not in _QUANTIZED:
             return submodel
-        return _quantize.quantize(submodel, _quantize.Recipe.of(target.attrs), calibration,
+        return _quantize.quantize(submodel, _recipe(target.attrs), calibration,
                                   backend="openvino")
 
     def variant_suits(self, variant: Target, weights_by_op: Mapping[str, int]) -> Support:
+        if _recipe(variant.attrs).form == "weights":
+            return _quantize.weight_bound(variant, weights_by_op)
         # bf16 and f16 speed up the dot products of matrix products and convolutions only
         if variant.attrs["precision"] not in ("bf16", "f16"):
             return Support(True)
@@ -369,17 +393,20 @@ class OpenVinoBackend(ProbedBackend):
                       if _CAPABILITY[p] in capabilities)  # where the CPU has the instructions
         int8 = tuple(target.with_attrs(precision="int8", **recipe)
                      for recipe in _quantize.recipes_for(cpu_flags()))
+        weights: tuple[Target, ...] = ()
         if importlib.util.find_spec("nncf") is not None:  # OpenVINO's own quantizer too
             int8 += (target.with_attrs(**{"precision": "int8", "int8-quantizer": "nncf"}),)
-        return (*int8, *wider)
+            weights = (target.with_attrs(**{"precision": "int8", "int8-recipe": "weights"}),
+                       target.with_attrs(precision="int4"))
+        return (*int8, *wider, *weights)
 
     def calibrated(self, target: Target) -> bool:
-        return bool(target.attrs["precision"] == "int8")
+        return target.attrs["precision"] == "int8" and _recipe(target.attrs).form == "static"
 
     def precision_form(self, target: Target) -> str | None:
-        # int8 is ONNX Runtime's static QDQ form (`_quantize`); bf16/f16 are OpenVINO's own
+        # the quantized forms are the quantizer's (`_quantize`); bf16/f16 are OpenVINO's own
         precision = target.attrs["precision"]
-        return _quantize.Recipe.of(target.attrs).form_name if precision == "int8" else (
+        return _recipe(target.attrs).form_name if precision in _QUANTIZED else (
             None if precision == "f32" else f"openvino {precision}")
 
     @staticmethod

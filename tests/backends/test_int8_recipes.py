@@ -5,6 +5,8 @@ recipes tried follow the CPU's instruction sets."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import onnx
 import pytest
@@ -12,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tessera import backends
+from tessera._private.cores import cpu_flags
 from tessera.backends._quantize import Recipe, quantize, recipes_for
 from tessera.target import Target
 
@@ -100,7 +103,11 @@ def test_the_recipes_tried_follow_the_instruction_sets() -> None:
     assert recipes_for(("avx2", "avx512_vnni")) == ({},)
     assert recipes_for(("avx2",)) == ({},)
     variants = backends.get("onnxruntime").precision_variants(Target("onnxruntime"))
-    assert [v.attrs["int8-recipe"] for v in variants][-1] == "dynamic"
+    forms = [backends.get("onnxruntime").precision_form(v) for v in variants]
+    assert forms[-3:] == ["onnxruntime-quantizer dynamic"] + [
+        f"onnxruntime-quantizer weights {b}-bit accuracy 4" if any(
+            f in cpu_flags() for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
+        else f"onnxruntime-quantizer weights {b}-bit" for b in (8, 4)]
 
 
 def _zero_point_types(model: onnx.ModelProto) -> set[int]:
@@ -224,3 +231,79 @@ def test_attention_is_a_softmax_over_a_product_of_activations() -> None:
     assert quantized_ops(bert, Recipe()) == ("Conv", "ConvTranspose", "Gemm", "MatMul")
     assert quantized_ops(bert, Recipe(ops="all")) is None
     assert quantized_ops(mlp(), Recipe()) is None
+
+
+@given(st.sampled_from(["-precision=int4", "-precision=int8 -int8-recipe=weights"]),
+       st.lists(st.sampled_from(["mm1", "mm2"]), max_size=2))
+def test_openvinos_weight_only_forms_round_trip_and_name_nncfs_form(
+        form: str, float_ops: list[str]) -> None:
+    kept = f" -int8-float-ops={','.join(float_ops)}" if float_ops else ""
+    target = Target(f"openvino {form}{kept}")
+    assert Target(str(target)) == target and Target.from_json(target.to_json()) == target
+    backend = backends.get("openvino")
+    assert not backend.calibrated(target)  # compress_weights needs no samples
+    bits = 4 if "int4" in form else 8
+    named = backend.precision_form(target)
+    assert named is not None and named.startswith(f"nncf-quantizer weights {bits}-bit")
+    assert named != backends.get("onnxruntime").precision_form(
+        Target(f"onnxruntime {form}"))  # another quantizer, another form
+    # static is int8's default form, never spelled; the recipe is int8's alone
+    assert Target("openvino -precision=int8 -int8-recipe=static") == Target(
+        "openvino -precision=int8")
+    assert Target("openvino -int8-recipe=weights") == Target("openvino")
+
+
+def _wide_mlp() -> onnx.ModelProto:
+    """x[1, 256] -> MatMul 256x512 -> Relu -> MatMul 512x256: rows that split into groups."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    weights = [numpy_helper.from_array((rng.standard_normal(shape) * 0.05).astype(np.float32),
+                                       name) for name, shape in (("w1", (256, 512)),
+                                                                 ("w2", (512, 256)))]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")]
+    graph = helper.make_graph(
+        nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])], initializer=weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.skipif(not backends.get("openvino").is_available().ok
+                    or importlib.util.find_spec("nncf") is None, reason="needs openvino, nncf")
+def test_openvinos_weight_only_forms_compress_the_weights_and_agree() -> None:
+    """NNCF's 8-bit per-channel form keeps the answers (cosine >= 0.999 against the
+    reference, trusted for plain float MatMul/Relu); its 4-bit groups of 128 stay near them
+    and never nearer than 8-bit; a node kept in float keeps its weights."""
+    model = _wide_mlp()
+    backend = backends.get("openvino")
+    reference = backends.get("reference").compile(model, check=False)
+    rng = np.random.default_rng(4)
+    feeds = [{"x": rng.standard_normal((1, 256)).astype(np.float32)} for _ in range(3)]
+    error = {}
+    for spelled, compressed in (("openvino -precision=int8 -int8-recipe=weights",
+                                 "DequantizeLinear"), ("openvino -precision=int4", "MatMulNBits")):
+        prepared = backend.prepare(model, Target(spelled), None)
+        assert [n.op_type for n in prepared.graph.node].count(compressed) == 2
+        compiled = backend.compile(model, spelled)
+        cosines = []
+        for feed in feeds:
+            got, want = compiled.run(feed)["y"].ravel(), reference.run(feed)["y"].ravel()
+            cosines.append(got @ want / (np.linalg.norm(got) * np.linalg.norm(want)))
+        error[spelled.split()[1]] = 1.0 - min(cosines)
+    assert error["-precision=int8"] <= 1e-3
+    assert error["-precision=int8"] < error["-precision=int4"] <= 0.05
+    kept = backend.prepare(model, Target("openvino -precision=int4 -int8-float-ops=mm2"), None)
+    assert [n.op_type for n in kept.graph.node].count("MatMulNBits") == 1
+    assert "w2" in {t.name for t in kept.graph.initializer}  # mm2's weights as they were
+
+
+def test_a_weight_only_form_suits_parts_whose_weights_feed_matrix_products() -> None:
+    from tessera.backends._quantize import weight_bound
+
+    variant = Target("openvino -precision=int4")
+    assert weight_bound(variant, {"MatMul": 900, "Conv": 100})
+    refused = weight_bound(variant, {"MatMul": 100, "Conv": 900})
+    assert not refused and "hold 10% of the weights" in refused.reason
+    assert not weight_bound(variant, {})

@@ -28,17 +28,18 @@ def variants_of(config: CompilationConfig, attention: bool = False) -> list[Targ
 
 def payoff_rank(variant: Target, attention: bool = False) -> int:
     """Where a variant comes in the search, which may run out of time: static int8 first,
-    then the float forms (no quantizer: a few seconds each), dynamic int8 last (slower than
-    static wherever both met the budget, bench/results/precision.md). Among the static
-    forms NNCF's comes first (the fastest within the budget on five suite models of six),
-    except on a model with attention: there ONNX Runtime's form quantizes the matrix
-    products alone, meets the budget where NNCF's missed (ViT-B/16) and takes a third of
-    NNCF's time."""
+    then the float forms (no quantizer: a few seconds each), dynamic int8 and the
+    weight-only forms last (slower than static wherever both met the budget on the suite,
+    bench/results/precision.md; weight-only pays where reading weights bounds the time).
+    Among the static forms NNCF's comes first (the fastest within the budget on five suite
+    models of six), except on a model with attention: there ONNX Runtime's form quantizes
+    the matrix products alone, meets the budget where NNCF's missed (ViT-B/16) and takes a
+    third of NNCF's time."""
     attrs = variant.attrs
     if float_form(variant):
         return 2
-    if attrs.get("precision") != "int8" or attrs.get("int8-recipe") == "dynamic":
-        return 3
+    if attrs.get("precision") != "int8" or attrs.get("int8-recipe") not in (None, "static"):
+        return 3  # dynamic, and the weight-only forms
     return int((attrs.get("int8-quantizer") == "nncf") == attention)
 
 
