@@ -5,7 +5,7 @@ alternating rounds; the medians and their ratio. After each compile with the pre
 the same compile runs again on its caches: the warm time. Writes
 bench/results/precision-cold.{md,json} (`--out` for another directory).
 
-    python -m bench.precision_cold [--models bert-base gpt2-small] [--rounds 2]
+    python -m bench.precision_cold [--models bert-base gpt2-small] [--rounds 2] [--no-exact]
 """
 
 from __future__ import annotations
@@ -56,7 +56,10 @@ def _in_child(name: str, cache: Path, precision: bool, fine_search: str = "auto"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = arguments(__doc__, models=MODELS, rounds=2, out=RESULTS).parse_args(argv)
+    parser = arguments(__doc__, models=MODELS, rounds=2, out=RESULTS)
+    parser.add_argument("--no-exact", action="store_true",
+                        help="skip the fp32 compiles with the exact search")
+    args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="tessera-cold-") as tmp:
         for name in args.models:
@@ -66,17 +69,19 @@ def main(argv: list[str] | None = None) -> int:
             searched: list[dict[str, Any]] = []
             for round_ in range(args.rounds):
                 fp32.append(_in_child(name, Path(tmp, name, f"fp32-{round_}"), False)["seconds"])
-                exact.append(_in_child(name, Path(tmp, name, f"exact-{round_}"), False,
-                                       "everywhere")["seconds"])
+                if not args.no_exact:
+                    exact.append(_in_child(name, Path(tmp, name, f"exact-{round_}"), False,
+                                           "everywhere")["seconds"])
                 searched.append(_in_child(name, Path(tmp, name, f"int8-{round_}"), True))
                 print(f"{name} round {round_ + 1}: {fp32[-1]} s, {searched[-1]['seconds']} s",
                       file=sys.stderr, flush=True)
             fp32_median = round(statistics.median(fp32), 1)
             searched_median = round(statistics.median(s["seconds"] for s in searched), 1)
-            exact_median = round(statistics.median(exact), 1)
+            exact_median = round(statistics.median(exact), 1) if exact else None
             rows.append({"model": name, "fp32_seconds": fp32, "exact_seconds": exact,
                          "exact_median": exact_median,
-                         "exact_ratio": round(searched_median / exact_median, 2),
+                         "exact_ratio": round(searched_median / exact_median, 2)
+                         if exact_median else None,
                          "precision_seconds": [s["seconds"] for s in searched],
                          "fp32_median": fp32_median, "precision_median": searched_median,
                          "ratio": round(searched_median / fp32_median, 2),
@@ -103,9 +108,11 @@ def table(result: dict[str, Any]) -> str:
                          "ratio to fp32, exact search (lower is cheaper)", "warm s",
                          "plan kept")]
     lines += [table_row(r["model"], median_and_rounds(r["fp32_median"], r["fp32_seconds"]),
-                        median_and_rounds(r["exact_median"], r["exact_seconds"]),
+                        median_and_rounds(r["exact_median"], r["exact_seconds"])
+                        if r["exact_seconds"] else "– (--no-exact)",
                         median_and_rounds(r["precision_median"], r["precision_seconds"]),
-                        f"{r['ratio']}x", f"{r['exact_ratio']}x", r["warm_seconds"], r["plan"])
+                        f"{r['ratio']}x", f"{r['exact_ratio']}x" if r["exact_ratio"] else "–",
+                        r["warm_seconds"], r["plan"])
               for r in result["rows"]]
     return "\n".join(lines) + "\n"
 

@@ -150,3 +150,15 @@ def test_the_cold_compile_table_renders_the_committed_figures() -> None:
     assert "ratio to fp32 (lower is cheaper)" in text
     for row in result["rows"]:
         assert f"| {row['model']} | " in text
+
+
+def test_the_cold_compile_table_says_when_the_exact_search_was_skipped() -> None:
+    from bench import precision_cold
+
+    committed = json.loads((Path(precision_cold.__file__).parent / "results" /
+                            "precision-cold.json").read_text())
+    row = {**committed["rows"][0], "exact_seconds": [], "exact_median": None,
+           "exact_ratio": None}
+    text = precision_cold.table({**committed, "rows": [row]})
+    line = next(x for x in text.splitlines() if x.startswith(f"| {row['model']} | "))
+    assert "| – (--no-exact) | " in line and f"| {row['ratio']}x | – | " in line
