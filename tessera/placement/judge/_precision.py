@@ -503,9 +503,10 @@ def op_by_op(judge: _Judge, plan: Plan, variant: Target, record: VariantRecord,
             low = middle
     done = replace(record, reverted=high if best is not None else 0)
     if best is None:
+        stopped = "; its time was spent" if trials < MAX_TRIALS and count <= len(order) else ""
         return None, replace(done, note=(
             f"op by op: no mix of up to {min(count, len(order))} of the {len(order)} ranked "
-            f"op(s) in float meets the budget ({trials} tried)"))
+            f"op(s) in float meets the budget ({trials} tried{stopped})"))
     return best, replace(done, note=(
         f"op by op: the {high} op(s) adding the most error of {len(order)} kept in float "
         f"({trials} mix(es) tried)"))
