@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tessera.cli import _build, _explain, _records, _targets
+from tessera.cli import _build, _explain, _generate, _records, _targets
 from tessera.cli._app import cli
 
-del _build, _explain, _records, _targets
+del _build, _explain, _generate, _records, _targets
 
 __all__ = ["cli", "main"]
 

@@ -12,10 +12,11 @@ from tessera.runtime._compiled import (
     partition,
 )
 from tessera.runtime._executor import GraphExecutor
+from tessera.runtime._generate import DecoderLayout, GenerateResult, generate
 from tessera.runtime._loading import load
 
-__all__ = ["CompiledModel", "FallbackWarning", "RuntimeBuilder", "build_partitions", "compile",
-           "load", "partition"]
+__all__ = ["CompiledModel", "DecoderLayout", "FallbackWarning", "GenerateResult",
+           "RuntimeBuilder", "build_partitions", "compile", "generate", "load", "partition"]
 
 # the code of the executor and the runtime config names (tessera.config.EXECUTORS, RUNTIMES)
 EXECUTOR_CLASSES.register("graph", GraphExecutor)

@@ -35,6 +35,7 @@ from tessera.runtime._accuracy import with_accuracy
 from tessera.runtime._artifact import save
 from tessera.runtime._calibration import Activations
 from tessera.runtime._executor import Executor, widens_float16
+from tessera.runtime._generate import GenerateResult, generate
 from tessera.runtime._warm import compile_partition
 
 if TYPE_CHECKING:
@@ -97,6 +98,16 @@ class CompiledModel:
 
         with ThreadPoolExecutor(min(concurrency, len(feeds)), "tessera-run") as pool:
             return list(pool.map(self.run, feeds))
+
+    def generate(self, input_ids: Any, max_new_tokens: int, *, temperature: float = 1.0,
+                 top_k: int | None = None, top_p: float | None = None,
+                 do_sample: bool = False, seed: int | None = None,
+                 eos_token_id: int | None = None) -> GenerateResult:
+        """Of a decoder with a key/value cache: up to `max_new_tokens` tokens after the prompt
+        `input_ids`, greedy or sampled (`tessera.runtime.generate`)."""
+        return generate(self, input_ids, max_new_tokens, temperature=temperature, top_k=top_k,
+                        top_p=top_p, do_sample=do_sample, seed=seed,
+                        eos_token_id=eos_token_id)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write one `.tess` file (atomically): the plan, config, every partition's ONNX

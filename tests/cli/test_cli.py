@@ -79,7 +79,8 @@ def test_targets_lists_kinds_availability_attributes_and_tags() -> None:
     by_name = {k["name"]: k for k in data["kinds"]}
     assert by_name["onnxruntime"]["available"] is True
     assert by_name["cuda"]["device_types"] == ["cuda"]
-    assert by_name["openvino"]["attrs"]["precision"]["choices"] == ["f32", "bf16", "f16", "int8"]
+    assert by_name["openvino"]["attrs"]["precision"]["choices"] == ["f32", "bf16", "f16", "int8",
+                                                                     "int4"]
     assert by_name["cpu"]["aliases"] == ["llvm"]
     assert data["tags"]["aws/c5.2xlarge"].startswith("cpu -mcpu=skylake-avx512")
 
