@@ -32,7 +32,8 @@ class TensorSpec:
 class InputCheck:
     """Inputs as arrays, or an InputError listing what was expected. Prepared once for a list
     of specs. Any shape the specs allow is accepted: fixed sizes exactly, a symbol with one
-    size across all inputs, and within the range the shape `profile` gives it. The signature
+    size across all inputs, within the range the shape `profile` gives it, and equal to the sum
+    it makes it (`total_sequence=past_sequence+sequence`). The signature
     of the last accepted call (each input's name, dtype and shape, `seen`) is kept: a call of
     numpy arrays matching it costs a dict lookup, a dtype compare and a shape compare per
     input (`matches`); only a change of dtype or shape pays for the full check."""
@@ -52,6 +53,8 @@ class InputCheck:
         self._ranged = tuple(dict.fromkeys(
             d for d in symbols if profile is not None and (dim := profile.get(d)) is not None
             and dim.is_range))
+        self._sums = profile is not None and any(
+            (dim := profile.get(d)) is not None and dim.is_sum for d in symbols)
         self._ndarray, self._asarray = np.ndarray, np.asarray  # no import on the hot path
         # (name, dtype, shape) per input of the last accepted call; None before the first
         self.seen: tuple[tuple[str, Any, tuple[int, ...]], ...] | None = None
@@ -115,6 +118,8 @@ class InputCheck:
                 if symbol in seen:
                     size, where = seen[symbol]
                     self.profile.check_size(symbol, size, f"input {where!r}")
+            if self._sums:
+                self.profile.check_sums(seen)
         return feeds
 
     def _other(self, spec: TensorSpec, inputs: Mapping[str, Any]) -> Any:

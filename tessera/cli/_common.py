@@ -67,9 +67,11 @@ def shape_option() -> Callable[[F], F]:
 def shape_profile_option() -> Callable[[F], F]:
     return click.option("--shape-profile", "profile", multiple=True, metavar="NAME=VALUES",
                         help="Sizes of a symbolic dimension to place at: representative "
-                             "values (batch=1,4; weighted: sequence=32@1,128@3) or a range "
+                             "values (batch=1,4; weighted: sequence=32@1,128@3), a range "
                              "min:opt:max that run accepts (sequence=1:128:512), measured "
-                             "at opt (repeatable, one dimension each).")
+                             "at opt, or the sum of other dimensions: "
+                             "total_sequence=past_sequence+sequence (repeatable, one "
+                             "dimension each).")
 
 
 def profile_flags(items: tuple[str, ...]) -> tuple[str, ...]:

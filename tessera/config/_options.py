@@ -281,9 +281,13 @@ class FlowOptions:
     shapes: ShapeProfile | None = _option(
         None, "the sizes of the model's symbolic dimensions placement measures at, and the "
         "ranges run accepts: NAME=V1,V2 (representative values, each measured; V@W weighs "
-        "one) or NAME=MIN:OPT:MAX (measured at OPT), joined by ';', e.g. "
-        "batch=1,4;sequence=1:128:512; without it, each symbolic dimension is measured at 1 "
-        "(128 for a sequence-like name)", cache_key=True, parse=_shapes)
+        "one), NAME=MIN:OPT:MAX (measured at OPT) or NAME=A+B (the sum of other dimensions, "
+        "optionally plus a number, computed at every point and required of run's inputs), "
+        "joined by ';', e.g. batch=1,4;sequence=1:128:512, or for a decoder with a "
+        "key/value cache sequence=1:1:64;past_sequence=0:16:63;"
+        "total_sequence=past_sequence+sequence; 0 may start a range or be listed (the model "
+        "is checked there, never measured); without it, each symbolic dimension is measured "
+        "at 1 (128 for a sequence-like name)", cache_key=True, parse=_shapes)
     objective: ObjectiveName = _option(
         ObjectiveName.LATENCY,
         "what the end-to-end race of rival plans keeps: latency (the plan with the "

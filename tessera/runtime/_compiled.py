@@ -17,7 +17,7 @@ from tessera._private.text import first_line
 from tessera.backends import Compiled, ThreadPolicy, prepare_environment
 from tessera.backends._protocol import InputCheck, TensorSpec
 from tessera.config import EXECUTORS, RUNTIMES, CompilationConfig
-from tessera.errors import CompileError, ConfigError, InputError, TesseraError
+from tessera.errors import CompileError, ConfigError, InputError, ModelError, TesseraError
 from tessera.ir import (
     Model,
     Samples,
@@ -177,8 +177,9 @@ def loaded_for(model: Any, config: CompilationConfig) -> Model:
 def check_profile(model: Model, config: CompilationConfig) -> None:
     """A ConfigError for a profile naming a dimension the model lacks, a ModelError for a
     size the model contradicts (a Reshape to a constant, a positional table too short): both
-    before anything is measured. The ends of each range are checked as well as its optimum,
-    since `run` accepts them."""
+    before anything is measured. The ends of each range (and a listed 0) are checked as well
+    as the measured points, since `run` accepts them: each with the other dimensions at the
+    first point, and each sum computed from the sizes there."""
     profile = config.options.shapes
     if profile is None:
         return
@@ -187,13 +188,14 @@ def check_profile(model: Model, config: CompilationConfig) -> None:
                           "dimensions: every input shape is fixed; leave out the profile")
     profile.check_names(model.symbols)
     points = profile.points(model.symbols)
-    for point in points:
-        model.at(point.as_dict())
     base = points[0].as_dict()
-    for dim in profile.dims:
-        for end in (dim.low, dim.high):
-            if end is not None:
-                model.at({**base, dim.name: end})
+    checked = [point.as_dict() for point in points] + [
+        profile.complete({**base, dim.name: end}) for dim in profile.dims for end in dim.checked]
+    for point in dict.fromkeys(tuple(sorted(c.items())) for c in checked):  # each once
+        try:
+            model.at(dict(point))
+        except ModelError as err:
+            raise ModelError(f"{err}{profile.sum_hint(model.symbols)}") from None
 
 
 def compile(model: Any, config: Any = None, *, executor: str | None = None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard
 
@@ -376,8 +376,17 @@ def _number(value: object) -> TypeGuard[float]:
 def _check_lengths(compiled: Decoder, layout: DecoderLayout, batch: int, length: int,
                    new: int) -> None:
     """The prefill's and the last decode step's shapes judged by the compiled model's own
-    input check (its shape profile's ranges), before anything runs."""
+    input check (its shape profile's ranges and sums), before anything runs. A refusal
+    names the longest prompt, or the most tokens in all, that the profile allows."""
     check = InputCheck(compiled.inputs, compiled.config.options.shapes)
+
+    def fits(sequence: int, past: int) -> bool:
+        try:
+            check.check(layout.probe(batch, sequence, past))
+        except InputError:
+            return False
+        return True
+
     steps = [("the prefill", length, 0)]
     if new > 1:  # the last token is chosen from the step before it: that step is the longest
         steps.append((f"decode step {new - 1}", 1, length + new - 2))
@@ -386,9 +395,33 @@ def _check_lengths(compiled: Decoder, layout: DecoderLayout, batch: int, length:
             check.check(layout.probe(batch, sequence, past))
         except InputError as err:
             rows = f" in {batch} rows" if batch > 1 else ""
+            if past == 0:
+                most = _longest(lambda n: fits(n, 0), 1, length - 1)
+                limit = "" if most is None else (
+                    f"; it takes a prompt of at most {most} token(s)")
+            else:
+                most = _longest(lambda n: fits(1, n), length, past - 1)
+                limit = "" if most is None else (
+                    f"; it takes at most {most + 1} tokens in all (past and new together), so "
+                    f"a prompt of {length} allows max_new_tokens={most - length + 2} at most")
             raise InputError(f"a prompt of {length} token(s){rows} with max_new_tokens={new} does "
                              f"not fit the compiled model: {what} (sequence {sequence}, past "
-                             f"{past}, total {past + sequence}) is refused: {err}") from None
+                             f"{past}, total {past + sequence}) is refused: {err}{limit}"
+                             ) from None
+
+
+def _longest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The largest n in [low, high] that `fits`, where what fits ends at some n (a range's
+    top), or None where `low` does not fit."""
+    if high < low or not fits(low):
+        return None
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _sample(logits: np.ndarray, rng: np.random.Generator, temperature: float,

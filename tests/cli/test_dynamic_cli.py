@@ -11,7 +11,7 @@ import pytest
 
 from tessera import backends
 
-from ..ir.models import table, two_inputs
+from ..ir.models import cache, table, two_inputs
 from .test_cli import run
 
 pytestmark = pytest.mark.skipif(not backends.get("onnxruntime").is_available().ok,
@@ -103,6 +103,27 @@ def test_compile_refuses_a_profile_the_model_contradicts(tmp_path: Path) -> None
     assert code == 0, stderr
     code, stdout, stderr = run("run", str(tmp_path / "t.tess"), "--check")
     assert code == 0 and "[2, 8]" in stdout, stderr
+
+
+def test_a_sum_and_an_empty_past_from_the_command_line(tmp_path: Path) -> None:
+    path, out = tmp_path / "cache.onnx", tmp_path / "cache.tess"
+    onnx.save(cache(), path)
+    code, _, stderr = run("compile", str(path), "-t", "onnxruntime", "--shape-profile",
+                          "sequence=1:1:8", "--shape-profile", "past=0:4:7", "--shape-profile",
+                          "total=past+sequence", "-o", str(out))
+    assert code == 0, stderr
+    code, stdout, stderr = run("run", str(out), "--input-shape", "past=1,0,4", "--input-shape",
+                               "new=1,3,4", "--input-shape", "mask=1,3", "--check")
+    assert code == 0, stderr
+    assert "[1, 3, 4]" in stdout
+    code, _, stderr = run("run", str(out), "--input-shape", "past=1,2,4", "--input-shape",
+                          "new=1,3,4", "--input-shape", "mask=1,3")
+    assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert "dimension 'total' is 3, but the shape profile makes it past+sequence = 2+3 = 5" \
+        in stderr
+    code, _, stderr = run("compile", str(path), "-t", "onnxruntime", "--shape-profile",
+                          "total=past+sequence", "-o", str(out))
+    assert code == 2 and "the sum past+sequence names dimension 'past'" in stderr, stderr
 
 
 def test_explain_draws_a_model_with_symbolic_dimensions(model: Path, tmp_path: Path) -> None:

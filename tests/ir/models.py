@@ -91,6 +91,23 @@ def reshape_to_constant() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def cache() -> onnx.ModelProto:
+    """A cache grown by the new rows: past [batch, past, 4] and new [batch, sequence, 4]
+    concatenated, scaled by mask [batch, total]: total = past + sequence, or the shapes
+    contradict each other."""
+    nodes = [helper.make_node("Concat", ["past", "new"], ["both"], axis=1, name="concat"),
+             helper.make_node("Unsqueeze", ["mask", "last"], ["scale"], name="unsqueeze"),
+             helper.make_node("Mul", ["both", "scale"], ["present"], name="mul")]
+    graph = helper.make_graph(
+        nodes, "cache",
+        [helper.make_tensor_value_info("past", TensorProto.FLOAT, ["batch", "past", 4]),
+         helper.make_tensor_value_info("new", TensorProto.FLOAT, ["batch", "sequence", 4]),
+         helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", "total"])],
+        [helper.make_tensor_value_info("present", TensorProto.FLOAT, ["batch", "total", 4])],
+        initializer=[numpy_helper.from_array(np.array([2], np.int64), "last")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def through_double(relu_first: bool = False) -> onnx.ModelProto:
     """x[2] -> (Relu ->) Cast to double -> Neg -> Cast to float: a float64 stretch, which
     OpenVINO computes in float32 (a deviation)."""

@@ -21,6 +21,8 @@ from tessera.placement.measure._points import Points
 from tessera.placement.search._support import SupportTable
 from tessera.runtime._compiled import RuntimeBuilder
 
+from ..ir.models import cache
+
 
 def _mlp(tmp_path: Path) -> Path:
     torch = pytest.importorskip("torch")
@@ -57,6 +59,24 @@ def test_points_are_the_profile_or_the_stated_default(tmp_path: Path) -> None:
     assert one.structural_hash(mask) != eight.structural_hash(mask)
     with pytest.raises(ConfigError, match=r"'batchh'.*did you mean 'batch'"):
         Points.of(model, CompilationConfig.create("onnxruntime", shapes={"batchh": [1]}))
+
+
+def test_a_sum_is_computed_at_every_point_and_zero_is_never_measured() -> None:
+    model = load_model(cache(), require_static=False)
+    assert model.symbols == ("batch", "past", "sequence", "total")
+    points = Points.of(model, CompilationConfig.create(
+        "onnxruntime", shapes="past=0,4@3,16;sequence=1:1:8;total=past+sequence+0"))
+    assert points.labels() == ("batch=1,past=4,sequence=1,total=5",
+                               "batch=1,past=16,sequence=1,total=17")
+    assert points.weights == [0.75, 0.25]
+    assert points.shapes(1, ["present"]) == {"present": (1, 17, 4)}
+    # without a profile the defaults break the tie: the view says how to keep it
+    default = Points.of(model, CompilationConfig.create("onnxruntime"))
+    assert default.defaulted
+    with pytest.raises(ModelError, match=r"does not allow batch=1, past=1, sequence=128, "
+                                         r"total=1: .*without a shape profile.*"
+                                         r"total=past\+sequence"):
+        _ = default.views
 
 
 def test_a_size_the_model_contradicts_is_a_model_error(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from tessera.config._shapes import ShapeProfile
 from tessera.errors import ConfigError, InputError, ModelError
 from tessera.runtime import CompiledModel
 
-from ..ir.models import reshape_to_constant, table, two_inputs
+from ..ir.models import cache, reshape_to_constant, table, two_inputs
 
 pytestmark = pytest.mark.skipif(not backends.get("onnxruntime").is_available().ok,
                                 reason="needs onnxruntime")
@@ -202,6 +202,11 @@ def test_a_compiled_partition_checks_its_symbols_too() -> None:
                                         "symbolic dimensions: batch"]),
     (table, "batch=1,4", ModelError, ["does not allow batch=4", "Add"]),
     (table, "batch=1:1:4", ModelError, ["does not allow batch=4"]),  # the range's end
+    (table, "batch=0,1", ModelError, ["does not allow batch=0"]),  # a listed 0: checked
+    # each end of a range beside the others at the point: a total with sizes of its own
+    # breaks the tie, and the error shows the sum that keeps it
+    (cache, "sequence=1:1:8;past=4;total=1:5:8", ModelError, [
+        "does not allow batch=1, past=4, sequence=8, total=5", "total=past+sequence"]),
     (reshape_to_constant, "batch=2,3", ModelError, ["does not allow batch=3",
                                                     "node 'reshape' reshapes [3, 8]"]),
 ])
@@ -224,3 +229,41 @@ def test_a_profile_on_a_static_model_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"shape profile batch=2 given, but the model has no "
                                           r"symbolic dimensions"):
         tessera.compile(static, "onnxruntime", shapes="batch=2")
+
+
+# -- a dimension that is the sum of others -------------------------------------------------
+def grown(batch: int, past: int, sequence: int, total: int | None = None
+          ) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(past * 100 + sequence)
+    return {"past": rng.standard_normal((batch, past, 4)).astype(np.float32),
+            "new": rng.standard_normal((batch, sequence, 4)).astype(np.float32),
+            "mask": rng.standard_normal((batch, past + sequence if total is None else total)
+                                        ).astype(np.float32)}
+
+
+def test_a_sum_keeps_the_tie_at_every_point_and_in_run() -> None:
+    compiled = tessera.compile(cache(), "onnxruntime",
+                               shapes="sequence=1:1:8;past=0:4:7;total=past+sequence")
+    assert compiled.plan.stats.shapes is not None
+    assert compiled.plan.stats.shapes.points == ("batch=1,past=4,sequence=1,total=5",)
+    for shape in [(1, 0, 5), (2, 0, 8), (1, 7, 1), (3, 7, 8)]:  # an empty past; the corners
+        assert_close(compiled.run(grown(*shape)), reference(cache(), grown(*shape)))
+    with pytest.raises(InputError) as raised:
+        compiled.run(grown(1, 3, 1, total=5))
+    message = str(raised.value)
+    for words in ("input 'mask'", "dimension 'total' is 5", "past+sequence = 3+1 = 4",
+                  "past=3 in 'past'", "sequence=1 in 'new'"):
+        assert words in message
+    with pytest.raises(InputError, match=r"dimension 'sequence' is 9, outside the profile's "
+                                         r"range 1\.\.8"):
+        compiled.run(grown(1, 0, 9))
+
+
+def test_without_a_profile_a_tied_model_is_told_the_form_with_the_sum() -> None:
+    with pytest.raises(ModelError) as raised:
+        tessera.compile(cache(), "onnxruntime")
+    message = str(raised.value)
+    for words in ("does not allow batch=1, past=1, sequence=128, total=1",
+                  "without a shape profile", "if total = past + sequence",
+                  "shapes='sequence=1:1:64;past=0:16:63;total=past+sequence'"):
+        assert words in message

@@ -28,10 +28,10 @@ pytestmark = pytest.mark.skipif(not backends.get("onnxruntime").is_available().o
 
 TINY = ["gpt2-kv-tiny", "llama-kv-tiny"]
 # One size per dimension: a decode step's sizes (total_sequence = past_sequence + sequence).
-# A range on sequence, past_sequence or total_sequence is refused at compile time (each end
-# is checked with the other dimensions at their optimum), and sizes start at 1 (no range can
-# hold the prefill's empty past); a plain size bounds nothing, so every length runs.
+# A plain size bounds nothing, so every length runs.
 PROFILE = "batch=1;sequence=1;past_sequence=16;total_sequence=17"
+# Ranges, the empty past of the prefill included, with the total tied to the others.
+RANGES = "batch=1;sequence=1:1:64;past_sequence=0:16:63;total_sequence=past_sequence+sequence"
 
 
 @pytest.fixture(scope="module")
@@ -239,8 +239,8 @@ def test_bad_sampling_options_are_input_errors(compiled: dict[str, CompiledModel
 
 
 def ranged(model: CompiledModel, shapes: str) -> CompiledModel:
-    """`model` with the shape profile `shapes`, whose ranges `run` enforces. Built from the
-    compiled parts, since compiling with a range on the decoder's lengths is refused."""
+    """`model` with the shape profile `shapes`, whose ranges `run` enforces, built from the
+    compiled parts (no second compile)."""
     config = CompilationConfig.create(model.config, shapes=shapes)
     return assemble(model.model, config, model.plan, model.parts)
 
@@ -265,6 +265,42 @@ def test_a_prompt_longer_than_the_profile_allows_is_refused_before_running(
     np.testing.assert_array_equal(result.tokens,
                                   compiled["gpt2-kv-tiny"].generate(prompt("gpt2-kv-tiny"),
                                                                     20).tokens)
+
+
+def test_a_profile_of_ranges_with_the_total_as_a_sum_compiles_and_bounds_the_prompt(
+        compiled: dict[str, CompiledModel]) -> None:
+    model = tessera.compile(zoo.export_decoder("gpt2-kv-tiny"), "onnxruntime", shapes=RANGES)
+    # 60 tokens fit the prefill (sequence <= 64), but the last of 9 steps sees 69 of them
+    with pytest.raises(InputError) as raised:
+        model.generate(prompt("gpt2-kv-tiny", 60), max_new_tokens=10)
+    message = str(raised.value)
+    for words in ("a prompt of 60 token(s) with max_new_tokens=10", "decode step 9",
+                  "dimension 'past_sequence' is 68, outside the profile's range 0..63",
+                  "at most 64 tokens in all", "max_new_tokens=5 at most"):
+        assert words in message
+    with pytest.raises(InputError, match=r"the prefill .*dimension 'sequence' is 65, outside "
+                                         r"the profile's range 1\.\.64.*a prompt of at most 64"):
+        model.generate(prompt("gpt2-kv-tiny", 65), max_new_tokens=1)
+    # the prefill's empty past and each one-token step fit; the tokens are the same
+    result = model.generate(prompt("gpt2-kv-tiny"), 16)
+    np.testing.assert_array_equal(
+        result.tokens, compiled["gpt2-kv-tiny"].generate(prompt("gpt2-kv-tiny"), 16).tokens)
+    # a mask that breaks the sum is refused by run, naming the sum
+    feeds = zoo.decoder_inputs("gpt2-kv-tiny", 5)
+    feeds["attention_mask"] = np.ones((1, 6), np.int64)
+    with pytest.raises(InputError, match=r"input 'attention_mask': dimension 'total_sequence' "
+                                         r"is 6, but the shape profile makes it "
+                                         r"past_sequence\+sequence = 0\+5 = 5"):
+        model.run(feeds)
+
+
+def test_a_decoder_without_a_profile_is_told_the_form_with_the_sum() -> None:
+    with pytest.raises(ModelError) as raised:
+        tessera.compile(zoo.export_decoder("gpt2-kv-tiny"), "onnxruntime")
+    message = str(raised.value)
+    for words in ("does not allow", "without a shape profile",
+                  "total_sequence=past_sequence+sequence"):
+        assert words in message
 
 
 # -- the layout ------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from tessera.config import CompilationConfig, ShapePoint, ShapeProfile
+from tessera.config._shapes import DEFAULT_SEQUENCE
+from tessera.errors import ModelError
 from tessera.ir import Model
 
 
@@ -35,7 +37,21 @@ class Points:
         warm compile measures nothing; each view holds a copy of the weights)."""
         if not self.dynamic:
             return ((self.points[0], self.model),)
-        return tuple((p, self.model.at(p.as_dict())) for p in self.points)
+        return tuple((p, self._view(p)) for p in self.points)
+
+    def _view(self, point: ShapePoint) -> Model:
+        """The static view at `point`; without a profile, a size the model contradicts is a
+        ModelError saying to give one (a profile's points were checked before placing)."""
+        try:
+            return self.model.at(point.as_dict())
+        except ModelError as err:
+            if not self.defaulted:
+                raise
+            raise ModelError(
+                f"{err}; without a shape profile each symbolic dimension is measured at its "
+                f"default size (1, {DEFAULT_SEQUENCE} for a sequence-like name): give the "
+                f"sizes to place at with the option shapes (--shape-profile)"
+                f"{ShapeProfile(()).sum_hint(self.model.symbols)}") from None
 
     @property
     def dynamic(self) -> bool:
