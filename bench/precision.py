@@ -24,7 +24,7 @@ model (`tessera.oracle.answers`) with `tessera.config._accuracy.measure`, agains
     (absolute) and as metric the min cosine over the validation samples against the fp32
     answers, the model it is given run on OpenVINO computing in f32 (so the fp32 model scores
     about 1); NNCF reverts quantizers to fp32 until the drop keeps to `max_drop`. It runs
-    in a child process stopped after 15 minutes (its ranking compiles the model once per
+    in a child process stopped after `--ac-seconds` (900) (its ranking compiles the model once per
     quantizer group), the row then saying so;
   NNCF runs quiet (log level ERROR, its progress bars swallowed) in a private temporary
   directory, so nothing lands in the working directory. `best hand int8` is the fastest of
@@ -635,9 +635,14 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = arguments(__doc__, models=MODELS, rounds=3, seconds=0.5, out=RESULTS).parse_args(argv)
+    global AC_SECONDS
+    parser = arguments(__doc__, models=MODELS, rounds=3, seconds=0.5, out=RESULTS)
+    parser.add_argument("--ac-seconds", type=int, default=AC_SECONDS,
+                        help="seconds NNCF's accuracy control may run per model")
+    args = parser.parse_args(argv)
+    AC_SECONDS = args.ac_seconds
     top = header("precision", argv, rounds=args.rounds, seconds=args.seconds, config=CONFIG,
-                 concurrency=CONCURRENCY, runs_per_caller=PER_CALLER)
+                 concurrency=CONCURRENCY, runs_per_caller=PER_CALLER, ac_seconds=AC_SECONDS)
 
     def result(results: list[dict[str, Any]], failed: dict[str, str]) -> dict[str, Any]:
         return {**top, "results": results, "failed": failed, "summary": summary(results)}
