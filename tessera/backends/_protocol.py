@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from tessera._private.cores import core_budget
 from tessera._private.registry import Registry
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from tessera.backends._quantize import Calibration
     from tessera.ir import Model
 
-__all__ = ["BACKENDS", "Backend", "Compiled", "Constants", "InputCheck", "NativeRunner",
-           "Support", "TensorSpec", "ValueTypes"]
+__all__ = ["BACKENDS", "Backend", "Compiled", "Constants", "InputCheck", "KeepsDecoderCache",
+           "NativeRunner", "StatefulDecoder", "Support", "TensorSpec", "ValueTypes"]
 
 # the whole model run by a backend's own library, as its users would call it: the model's
 # outputs in its graph's order
@@ -128,6 +128,37 @@ class Compiled:
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         raise NotImplementedError
+
+
+class StatefulDecoder(Protocol):
+    """A decoder whose key/value cache stays inside the backend between calls. `reset`
+    empties the cache, so the next `step` is a prefill; `step` takes the new tokens' inputs
+    alone (token ids, and the attention mask and position ids where the decoder has them;
+    no past), gives back the logits and keeps the cache grown by the new tokens. `cache`
+    says where the cache lives ("openvino state"). Each calling thread has a cache of its
+    own."""
+
+    cache: str
+
+    def reset(self) -> None: ...
+
+    def step(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class KeepsDecoderCache(Protocol):
+    """A compiled partition that can run a whole decoder with its key/value cache kept
+    inside the backend (OpenVINO's state), where the generic loop feeds every step's presents
+    back as the next pasts."""
+
+    def stateful_decoder(self, cache: Mapping[str, str], tokens: str, logits: str
+                         ) -> StatefulDecoder | None:
+        """This partition as a `StatefulDecoder`: `cache` maps each past input to the
+        present output that gives it back one step longer, `tokens` names the token ids
+        input (whose first dimension is the batch) and `logits` the output `step` gives
+        back. None where the partition does not hold every pair of `cache`. Built once per
+        `cache`; a backend failure is a CompileError."""
+        ...
 
 
 class Backend:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tessera._private.cores import cpu_flags
 from tessera.backends import _deviations as dev
-from tessera.backends import _quantize
+from tessera.backends import _ov_stateful, _quantize
 from tessera.backends._answer import Support
 from tessera.backends._availability import library_availability
 from tessera.backends._devices import DeviceSettings, core_cap
@@ -29,6 +29,7 @@ from tessera.backends._protocol import (
     Compiled,
     NativeRunner,
     PolicyName,
+    StatefulDecoder,
     TensorSpec,
 )
 from tessera.backends._threads import core_budget, threads_attr
@@ -426,7 +427,8 @@ class OpenVinoBackend(ProbedBackend):
         _check_not_pass_through(submodel)
         model = _read(core, submodel)
         compiled = core.compile_model(model, "CPU", compile_config(target))
-        return _OpenVinoCompiled(self.name, submodel, target, compiled)
+        return _OpenVinoCompiled(self.name, submodel, target, compiled,
+                                 lambda: _read(core, submodel))
 
     # The warm cache is the model as OpenVINO IR: reading it maps the weights in place of
     # the ONNX frontend's conversion (BERT-base: 0.04 s instead of 2.7 s with serialising).
@@ -445,7 +447,15 @@ class OpenVinoBackend(ProbedBackend):
             model = _read(core, submodel)
             ov.save_model(model, str(xml), compress_to_fp16=False)
         compiled = core.compile_model(model, "CPU", compile_config(target))
-        return _OpenVinoCompiled(self.name, submodel, target, compiled)
+        # on reuse, `submodel` is the partition before `prepare`: the entry's IR is the form
+        # compiled (an evicted entry of an unquantized partition reads the submodel instead)
+        exact = not reuse or target.attrs["precision"] not in _QUANTIZED
+
+        def read() -> Any:
+            if xml.is_file() or not exact:
+                return core.read_model(str(xml))
+            return _read(core, submodel)
+        return _OpenVinoCompiled(self.name, submodel, target, compiled, read)
 
     # OpenVINO's exported compiled model: a serialised graph and weights, no native code.
     cache_format = CacheFormat.BLOB
@@ -457,8 +467,11 @@ class OpenVinoBackend(ProbedBackend):
 
     def _compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
                         ) -> Compiled:
-        imported = _core().import_model(cache, "CPU", compile_config(target))
-        return _OpenVinoCompiled(self.name, submodel, target, imported)
+        core = _core()
+        imported = core.import_model(cache, "CPU", compile_config(target))
+        # an artifact's submodel is the form compiled (a quantized partition's prepared form)
+        return _OpenVinoCompiled(self.name, submodel, target, imported,
+                                 lambda: _read(core, submodel))
 
 
 class _PerThread(threading.local):
@@ -470,9 +483,17 @@ class _PerThread(threading.local):
 
 
 class _OpenVinoCompiled(Compiled):
-    def __init__(self, backend: str, model: onnx.ModelProto, target: Target, compiled: Any):
+    """A compiled partition (`compiled`, the `openvino.CompiledModel`); `read` reads the
+    model it was compiled from again, for its stateful form (`stateful_decoder`). It holds
+    the submodel, a skeleton whose weights are references into the model's weights file."""
+
+    def __init__(self, backend: str, model: onnx.ModelProto, target: Target, compiled: Any,
+                 read: Callable[[], Any]):
         super().__init__(backend, model, target)
         self.compiled = compiled
+        self._reread = read
+        self._stateful: dict[tuple[Any, ...], StatefulDecoder] = {}
+        self._stateful_lock = threading.Lock()
         import numpy as np
 
         self._names = [o.name for o in self.outputs]
@@ -482,6 +503,25 @@ class _OpenVinoCompiled(Compiled):
         # evicted the interpreter's caches, that check alone cost ~5 us (bert-tiny: 2.5%)
         self._exact = _declared_types(compiled, self._dtypes)
         self._infer = self._make_infer()
+
+    def stateful_decoder(self, cache: Mapping[str, str], tokens: str, logits: str
+                         ) -> StatefulDecoder | None:
+        """This partition with its key/value cache as OpenVINO state (`_ov_stateful`),
+        compiled once per `cache` with the partition's own properties (`compile_config` of
+        its target: threads, precision hint)."""
+        inputs = {spec.name for spec in self.inputs}
+        outputs = {spec.name for spec in self.outputs}
+        if not cache or tokens not in inputs or logits not in outputs or \
+                not set(cache) <= inputs or not set(cache.values()) <= outputs:
+            return None
+        key = (tuple(sorted(cache.items())), tokens, logits)
+        with self._stateful_lock:
+            found = self._stateful.get(key)
+            if found is None:
+                found = self._stateful[key] = _ov_stateful.build(
+                    self._reread, _core(), compile_config(self.target), cache, tokens, logits,
+                    self.failure, _numpy_aliases())
+        return found
 
     def direct_call(self) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None:
         if not self._exact:

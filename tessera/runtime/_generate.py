@@ -1,7 +1,9 @@
 """`generate`: a decoder language model with a key/value cache run as the loop it is. One
 graph serves the prefill (the whole prompt, an empty past) and each decode step (one token,
 the previous step's presents as the pasts); `DecoderLayout` finds which input and output is
-which."""
+which. Where the plan is one partition whose backend keeps the cache itself (OpenVINO's
+state, `KeepsDecoderCache`), the loop feeds the new tokens alone and the cache never leaves
+the backend; otherwise each step's presents are fed back as the next pasts."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard
 
 from tessera.backends._input_check import InputCheck, TensorSpec, tensor_spec
+from tessera.backends._protocol import Compiled, KeepsDecoderCache, StatefulDecoder
 from tessera.errors import InputError, ModelError
 from tessera.ir import Model
+from tessera.placement import Plan
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,6 +40,7 @@ _PAST_FORMS = (
 )
 _PRESENT = re.compile(r"present\.\d+\.(key|value)|present_(key|value)\.\d+")
 TOKENS, MASK, POSITIONS, LOGITS = "input_ids", "attention_mask", "position_ids", "logits"
+FED_BACK = "fed back"  # GenerateResult.cache of the generic loop
 
 
 class Decoder(Protocol):
@@ -49,6 +54,12 @@ class Decoder(Protocol):
 
     @property
     def inputs(self) -> list[TensorSpec]: ...
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def parts(self) -> list[Compiled]: ...
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
@@ -117,33 +128,35 @@ class DecoderLayout:
         return cls(tokens, inputs.get(MASK), inputs.get(POSITIONS), LOGITS, cache,
                    last if isinstance(last, int) else None)
 
-    def prefill(self, ids: np.ndarray) -> dict[str, np.ndarray]:
-        """The feed of the prefill: every token of `ids` [batch, sequence], an empty past."""
+    def new_tokens(self, ids: np.ndarray, total: int) -> dict[str, np.ndarray]:
+        """The feed of the new tokens `ids` [batch, sequence], the last of `total` tokens in
+        all (past and new), without the cache: the token ids, the attention mask over every
+        token and the new tokens' positions, where the decoder has them."""
         import numpy as np
 
         batch, length = ids.shape
         feeds = {self.tokens.name: ids.astype(self.tokens.dtype, copy=False)}
         if self.mask is not None:
-            feeds[self.mask.name] = np.ones((batch, length), self.mask.dtype)
+            feeds[self.mask.name] = np.ones((batch, total), self.mask.dtype)
         if self.positions is not None:
             feeds[self.positions.name] = np.tile(
-                np.arange(length, dtype=self.positions.dtype), (batch, 1))
+                np.arange(total - length, total, dtype=self.positions.dtype), (batch, 1))
+        return feeds
+
+    def prefill(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """The feed of the prefill: every token of `ids` [batch, sequence], an empty past."""
+        import numpy as np
+
+        feeds = self.new_tokens(ids, ids.shape[1])
         for pair in self.cache:
-            feeds[pair.past] = np.zeros(self._cache_shape(pair, batch, 0), pair.dtype)
+            feeds[pair.past] = np.zeros(self._cache_shape(pair, ids.shape[0], 0), pair.dtype)
         return feeds
 
     def step(self, outputs: Mapping[str, np.ndarray], token: np.ndarray, total: int
              ) -> dict[str, np.ndarray]:
         """The feed of a decode step: one token per row, `total` tokens in all (past and
         new), the presents of `outputs` as the pasts: the very arrays, not copies."""
-        import numpy as np
-
-        batch = token.shape[0]
-        feeds = {self.tokens.name: token.reshape(batch, 1).astype(self.tokens.dtype)}
-        if self.mask is not None:
-            feeds[self.mask.name] = np.ones((batch, total), self.mask.dtype)
-        if self.positions is not None:
-            feeds[self.positions.name] = np.full((batch, 1), total - 1, self.positions.dtype)
+        feeds = self.new_tokens(token.reshape(token.shape[0], 1), total)
         for pair in self.cache:
             feeds[pair.past] = outputs[pair.present]
         return feeds
@@ -246,14 +259,16 @@ def _shape(shape: tuple[int | str | None, ...] | None) -> str:
 class GenerateResult:
     """The prompt and the tokens generated after it (`tokens`, int64 [batch, prompt +
     new_tokens]), why the loop stopped ('length': max_new_tokens reached; 'eos': every row
-    gave the end token; 'interrupted': Ctrl-C), and the seconds of the prefill and of the
-    decode steps."""
+    gave the end token; 'interrupted': Ctrl-C), the seconds of the prefill and of the
+    decode steps, and where the key/value cache lived between steps ('openvino state':
+    inside the backend; 'fed back': each step's presents passed back as the next pasts)."""
 
     tokens: np.ndarray
     new_tokens: int
     stopped: Stopped
     prefill_seconds: float
     decode_seconds: float
+    cache: str = FED_BACK
 
     @property
     def generated(self) -> np.ndarray:
@@ -267,7 +282,9 @@ def generate(compiled: Decoder, input_ids: Any, max_new_tokens: int, *,
              eos_token_id: int | None = None) -> GenerateResult:
     """Up to `max_new_tokens` tokens after the prompt `input_ids` (token ids, [sequence] or
     [batch, sequence], no padding). The prefill runs the whole prompt with an empty past;
-    each decode step feeds one token with the previous step's presents as the pasts. Greedy
+    each decode step feeds one token with the previous step's presents as the pasts, or,
+    where the plan is one partition that keeps the cache inside its backend (OpenVINO), one
+    token alone (the cache emptied before the prefill). Greedy
     (the argmax of the last position's logits) unless `do_sample`: then the logits are
     divided by `temperature`, kept to the `top_k` largest, then to the smallest set whose
     probability reaches `top_p`, and drawn with `numpy.random.default_rng(seed)`. A row that
@@ -281,6 +298,7 @@ def generate(compiled: Decoder, input_ids: Any, max_new_tokens: int, *,
     _check_arguments(max_new_tokens, temperature, top_k, top_p, eos_token_id, layout.vocab)
     _check_lengths(compiled, layout, ids.shape[0], ids.shape[1], max_new_tokens)
     rng = np.random.default_rng(seed) if do_sample else None
+    loop = _loop(compiled, layout)  # a stateful form is compiled here, before the clock
     batch, length = ids.shape
     new: list[np.ndarray] = []
     finished = np.zeros(batch, bool)
@@ -288,9 +306,9 @@ def generate(compiled: Decoder, input_ids: Any, max_new_tokens: int, *,
     started = time.perf_counter()
     prefill = decode = 0.0
     try:
-        outputs = compiled.run(layout.prefill(ids))
+        logits = loop.prefill(ids)
         while True:
-            scores = outputs[layout.logits][:, -1, :]
+            scores = logits[:, -1, :]
             token = scores.argmax(-1) if rng is None else _sample(scores, rng, temperature,
                                                                   top_k, top_p)
             if eos_token_id is not None:
@@ -304,7 +322,7 @@ def generate(compiled: Decoder, input_ids: Any, max_new_tokens: int, *,
                 break
             if len(new) == max_new_tokens:
                 break
-            outputs = compiled.run(layout.step(outputs, token, length + len(new)))
+            logits = loop.step(token, length + len(new))
     except KeyboardInterrupt:
         stopped = "interrupted"
     ended = time.perf_counter() - started
@@ -313,7 +331,59 @@ def generate(compiled: Decoder, input_ids: Any, max_new_tokens: int, *,
     else:
         prefill = ended
     tokens = np.concatenate([ids.astype(np.int64), *(t[:, None] for t in new)], axis=1)
-    return GenerateResult(tokens, len(new), stopped, prefill, decode)
+    return GenerateResult(tokens, len(new), stopped, prefill, decode, loop.cache)
+
+
+class _FedBack:
+    """The generic loop: the compiled model run on the whole feed, each step's presents fed
+    back as the next pasts."""
+
+    cache = FED_BACK
+
+    def __init__(self, compiled: Decoder, layout: DecoderLayout) -> None:
+        self.run, self.layout = compiled.run, layout
+        self.outputs: dict[str, np.ndarray] = {}
+
+    def prefill(self, ids: np.ndarray) -> np.ndarray:
+        self.outputs = self.run(self.layout.prefill(ids))
+        return self.outputs[self.layout.logits]
+
+    def step(self, token: np.ndarray, total: int) -> np.ndarray:
+        self.outputs = self.run(self.layout.step(self.outputs, token, total))
+        return self.outputs[self.layout.logits]
+
+
+class _Stateful:
+    """The loop over a backend that keeps the cache: the new tokens alone go in, the
+    logits alone come out."""
+
+    def __init__(self, decoder: StatefulDecoder, layout: DecoderLayout) -> None:
+        self.decoder, self.layout = decoder, layout
+        self.cache = decoder.cache
+
+    def prefill(self, ids: np.ndarray) -> np.ndarray:
+        self.decoder.reset()
+        return self.decoder.step(self.layout.new_tokens(ids, ids.shape[1]))
+
+    def step(self, token: np.ndarray, total: int) -> np.ndarray:
+        return self.decoder.step(self.layout.new_tokens(token.reshape(token.shape[0], 1),
+                                                        total))
+
+
+def _loop(compiled: Decoder, layout: DecoderLayout) -> _FedBack | _Stateful:
+    """The stateful loop where the plan is one partition, taking every input of the
+    model, whose backend keeps the cache (`KeepsDecoderCache`) and that holds every pair of
+    the layout; else the generic one."""
+    if len(compiled.parts) != 1 or set(compiled.plan.partitions[0].inputs) != \
+            {spec.name for spec in compiled.inputs}:
+        return _FedBack(compiled, layout)
+    whole: object = compiled.parts[0]  # a partition: the protocol says whether it keeps one
+    if isinstance(whole, KeepsDecoderCache):
+        decoder = whole.stateful_decoder({p.past: p.present for p in layout.cache},
+                                         layout.tokens.name, layout.logits)
+        if decoder is not None:
+            return _Stateful(decoder, layout)
+    return _FedBack(compiled, layout)
 
 
 def _prompt(input_ids: Any, vocab: int | None) -> np.ndarray:

@@ -95,7 +95,7 @@ def test_greedy_equals_the_graph_run_plainly(compiled: dict[str, CompiledModel],
     ids = prompt(name)
     result = compiled[name].generate(ids, 16)
     assert isinstance(result, GenerateResult)
-    assert (result.new_tokens, result.stopped) == (16, "length")
+    assert (result.new_tokens, result.stopped, result.cache) == (16, "length", "fed back")
     assert result.tokens.dtype == np.int64 and result.tokens.shape == (1, 21)
     np.testing.assert_array_equal(result.tokens, plain_greedy(name, ids, 16))
     np.testing.assert_array_equal(result.generated, result.tokens[:, 5:])
