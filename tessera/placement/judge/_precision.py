@@ -360,11 +360,16 @@ class _Search:
             else None
         leading = min(candidates, key=lambda r: (self._whole_ms(r), str(r)))
         plan = candidates[leading][0]
-        if self.time_left():  # else the plans found race as they are
-            for choice, settled in [*_with_settings(self.judge, plan),
-                                    *_with_float_rest(self.judge, plan, rest)]:
-                origin[Rival.precision(choice)] = leading
-                candidates[Rival.precision(choice)] = settled
+        # once the time is spent the plans found race as they are, but for the throughput
+        # objective's settings (streams, pools per caller): what that objective is about, and
+        # cheap (they reuse the quantized form)
+        extras = _with_settings(self.judge, plan) \
+            if self.ctx.objective.throughput or self.time_left() else []
+        if self.time_left():
+            extras += _with_float_rest(self.judge, plan, rest)
+        for choice, settled in extras:
+            origin[Rival.precision(choice)] = leading
+            candidates[Rival.precision(choice)] = settled
         finals = self._timed({FP32: self.fp32[1].runnable,
                               **{r: b.runnable for r, (_, b, _) in candidates.items()}})
         finals = {r: ms for r, ms in finals.items() if math.isfinite(ms) or r == FP32}
