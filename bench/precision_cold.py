@@ -97,7 +97,10 @@ def table(result: dict[str, Any]) -> str:
              "Each compile cold (empty caches, a fresh process), config "
              f"`{result['config']}`: fp32 only (no samples), with the default search "
              "(`fine-search=auto`: regions first) and with the exact one "
-             "(`fine-search=everywhere`, the search before regions existed); then with "
+             "(`fine-search=everywhere`, the search before regions existed"
+             + ("; skipped here, --no-exact" if not any(r["exact_seconds"] for r in
+                                                       result["rows"]) else "")
+             + "); then with "
              f"{SAMPLES} samples and the budget of bench/results/precision.md; "
              f"{result['rounds']} alternating round(s), the median of each and the ratios of "
              "the medians. Warm: the slowest compile with the precision search run again on "
