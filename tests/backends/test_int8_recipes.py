@@ -6,6 +6,7 @@ recipes tried follow the CPU's instruction sets."""
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 import numpy as np
 import onnx
@@ -150,6 +151,15 @@ def test_a_weight_only_form_round_trips_with_its_accuracy_level(
         "onnxruntime -precision=int8")
 
 
+def _cosine_error(compiled: Any, reference: Any, feeds: list[dict[str, np.ndarray]]) -> float:
+    """1 - the worst cosine of `compiled`'s output y against `reference`'s on `feeds`."""
+    cosines = []
+    for feed in feeds:
+        got, want = compiled.run(feed)["y"].ravel(), reference.run(feed)["y"].ravel()
+        cosines.append(got @ want / (np.linalg.norm(got) * np.linalg.norm(want)))
+    return float(1.0 - min(cosines))
+
+
 @pytest.mark.skipif(not backends.get("onnxruntime").is_available().ok,
                     reason="needs onnxruntime")
 def test_weight_only_forms_run_matmul_weights_in_blocks_and_agree() -> None:
@@ -166,12 +176,8 @@ def test_weight_only_forms_run_matmul_weights_in_blocks_and_agree() -> None:
                     "onnxruntime -precision=int4"):
         prepared = backend.prepare(model, Target(spelled), None)
         assert [n.op_type for n in prepared.graph.node].count("MatMulNBits") == 2
-        compiled = backend.compile(model, spelled)
-        cosines = []
-        for feed in feeds:
-            got, want = compiled.run(feed)["y"].ravel(), reference.run(feed)["y"].ravel()
-            cosines.append(got @ want / (np.linalg.norm(got) * np.linalg.norm(want)))
-        error[spelled.split()[1]] = 1.0 - min(cosines)
+        error[spelled.split()[1]] = _cosine_error(backend.compile(model, spelled), reference,
+                                                  feeds)
     assert error["-precision=int8"] <= 1e-3
     assert error["-precision=int8"] < error["-precision=int4"] <= 0.1
 
@@ -286,12 +292,8 @@ def test_openvinos_weight_only_forms_compress_the_weights_and_agree() -> None:
                                  "DequantizeLinear"), ("openvino -precision=int4", "MatMulNBits")):
         prepared = backend.prepare(model, Target(spelled), None)
         assert [n.op_type for n in prepared.graph.node].count(compressed) == 2
-        compiled = backend.compile(model, spelled)
-        cosines = []
-        for feed in feeds:
-            got, want = compiled.run(feed)["y"].ravel(), reference.run(feed)["y"].ravel()
-            cosines.append(got @ want / (np.linalg.norm(got) * np.linalg.norm(want)))
-        error[spelled.split()[1]] = 1.0 - min(cosines)
+        error[spelled.split()[1]] = _cosine_error(backend.compile(model, spelled), reference,
+                                                  feeds)
     assert error["-precision=int8"] <= 1e-3
     assert error["-precision=int8"] < error["-precision=int4"] <= 0.05
     kept = backend.prepare(model, Target("openvino -precision=int4 -int8-float-ops=mm2"), None)
