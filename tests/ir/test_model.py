@@ -258,6 +258,24 @@ def test_constant_nodes_become_initializers_and_identities_go() -> None:
         np.testing.assert_array_equal(actual, expected)
 
 
+def test_unused_initializers_are_dropped_and_the_rest_keep_their_order() -> None:
+    weights = [numpy_helper.from_array(np.full((2, 3), i, np.float32), f"w{i}")
+               for i in range(5)]
+    nodes = [helper.make_node("Add", ["x", "w1"], ["a"], name="a"),
+             helper.make_node("Mul", ["a", "w3"], ["y"], name="m")]
+    graph = helper.make_graph(
+        nodes, "unused", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], initializer=weights)
+    from tessera.ir._fold import _drop_unused_initializers  # after constants fold
+
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    _drop_unused_initializers(proto.graph)
+    assert [t.name for t in proto.graph.initializer] == ["w1", "w3"]
+    x = np.ones((2, 3), np.float32)
+    (got,) = ReferenceEvaluator(proto).run(None, {"x": x})
+    np.testing.assert_array_equal(got, (x + 1) * 3)
+
+
 def test_small_integer_initializers_are_structure() -> None:
     """Reshape targets decide what a subgraph computes: equal op lists with other target
     shapes must not share cost records."""
