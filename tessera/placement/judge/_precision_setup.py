@@ -34,7 +34,7 @@ def payoff_rank(variant: Target, attention: bool = False) -> int:
     Among the static forms NNCF's comes first (the fastest within the budget on five suite
     models of six), except on a model with attention: there ONNX Runtime's form quantizes
     the matrix products alone, meets the budget where NNCF's missed (ViT-B/16) and takes a
-    third of NNCF's time."""
+    half of NNCF's time."""
     attrs = variant.attrs
     if float_form(variant):
         return 2
