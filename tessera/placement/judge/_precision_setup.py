@@ -33,7 +33,7 @@ def payoff_rank(variant: Target, attention: bool = False) -> int:
     bench/results/precision.md; weight-only pays where reading weights bounds the time).
     Among the static forms NNCF's comes first (the fastest within the budget on five suite
     models of six), except on a model with attention: there ONNX Runtime's form quantizes
-    the matrix products alone, meets the budget where NNCF's missed (ViT-B/16) and takes a
+    the matrix products alone, meets the budget where NNCF's missed (ViT-B/16) and takes
     half of NNCF's time."""
     attrs = variant.attrs
     if float_form(variant):
