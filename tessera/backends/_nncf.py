@@ -84,8 +84,12 @@ def nncf_compress(model: onnx.ModelProto, *, bits: int, float_ops: Sequence[str]
     `float_ops` keep their weights. Its weights are read from `scratch` (`nncf_quantize`)."""
     nncf, bare, advanced = _prepared(model, scratch, compression=True)
     options: dict[str, Any] = {"advanced_parameters": advanced}
-    if float_ops:
-        options["ignored_scope"] = nncf.IgnoredScope(names=list(float_ops), validate=False)
+    # NNCF's ONNX int4 form of an embedding's Gather is a MatMulNBits over the token ids,
+    # which no runtime takes: embeddings keep their weights (a step reads one row of them)
+    ignored_types = ["Gather"] if bits == 4 else []
+    if float_ops or ignored_types:
+        options["ignored_scope"] = nncf.IgnoredScope(names=list(float_ops),
+                                                     types=ignored_types, validate=False)
     if bits == 4:
         options.update(mode=nncf.CompressWeightsMode.INT4_SYM, group_size=INT4_GROUP,
                        ratio=1.0, all_layers=True)
@@ -93,7 +97,19 @@ def nncf_compress(model: onnx.ModelProto, *, bits: int, float_ops: Sequence[str]
         options["mode"] = nncf.CompressWeightsMode.INT8_ASYM
     with _silenced():
         compressed: onnx.ModelProto = nncf.compress_weights(bare, **options)
+    _import_domains(compressed)
     return compressed  # its weights read back in by NNCF
+
+
+def _import_domains(model: onnx.ModelProto) -> None:
+    """Declare the opsets of the domains NNCF's nodes use (MatMulNBits: com.microsoft), which
+    it leaves undeclared; OpenVINO's reader refuses such a model."""
+    import onnx
+
+    declared = {o.domain for o in model.opset_import}
+    for domain in dict.fromkeys(n.domain for n in model.graph.node):
+        if domain not in declared and domain not in ("", "ai.onnx"):
+            model.opset_import.append(onnx.helper.make_opsetid(domain, 1))
 
 
 @contextlib.contextmanager

@@ -135,8 +135,8 @@ class StatefulDecoder(Protocol):
     empties the cache, so the next `step` is a prefill; `step` takes the new tokens' inputs
     alone (token ids, and the attention mask and position ids where the decoder has them;
     no past), gives back the logits and keeps the cache grown by the new tokens. `cache`
-    says where the cache lives ("openvino state"). Each calling thread has a cache of its
-    own."""
+    says where the cache lives ("openvino state", "onnxruntime I/O binding"). Each calling
+    thread has a cache of its own."""
 
     cache: str
 
@@ -148,8 +148,8 @@ class StatefulDecoder(Protocol):
 @runtime_checkable
 class KeepsDecoderCache(Protocol):
     """A compiled partition that can run a whole decoder with its key/value cache kept
-    inside the backend (OpenVINO's state), where the generic loop feeds every step's presents
-    back as the next pasts."""
+    inside the backend (OpenVINO's state; ONNX Runtime's values, through I/O binding), where
+    the generic loop feeds every step's presents back as the next pasts."""
 
     def stateful_decoder(self, cache: Mapping[str, str], tokens: str, logits: str
                          ) -> StatefulDecoder | None:

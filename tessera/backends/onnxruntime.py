@@ -18,6 +18,7 @@ from tessera.backends._protocol import (
     Constants,
     NativeRunner,
     PolicyName,
+    StatefulDecoder,
     Support,
     ValueTypes,
 )
@@ -407,6 +408,35 @@ class _OrtCompiled(Compiled):
 
             return bytes(onnx.load_model(str(self._saved)).SerializeToString())
         return bytes(widen_boundary(self.model)[0].SerializeToString())
+
+    def stateful_decoder(self, cache: Mapping[str, str], tokens: str, logits: str
+                         ) -> StatefulDecoder | None:
+        """This partition as a `StatefulDecoder` whose cache stays ONNX Runtime values
+        between steps, through I/O binding (`_ort_binding`). None where it does not hold
+        every pair of `cache`, or its boundary is widened (types numpy cannot exchange)."""
+        import numpy as np
+
+        from tessera.backends._ort_binding import OrtBoundDecoder
+
+        inputs = {spec.name: spec for spec in self.inputs}
+        outputs = {spec.name: spec for spec in self.outputs}
+        if not cache or self._widened or tokens not in inputs or logits not in outputs or \
+                not set(cache) <= set(inputs) or not set(cache.values()) <= set(outputs) or \
+                any(inputs[past].shape is None for past in cache):
+            return None
+
+        def empty(past: str, batch: int) -> tuple[int, ...]:
+            shape = inputs[past].shape
+            present = outputs[cache[past]].shape
+            assert shape is not None
+            grows = [a for a, d in enumerate(shape) if a > 0 and isinstance(d, str) and
+                     (present is None or present[a] != d)]
+            axis = grows[0] if len(grows) == 1 else len(shape) - 2
+            return tuple(batch if a == 0 else 0 if a == axis else int(d) if isinstance(d, int)
+                         else 1 for a, d in enumerate(shape))
+
+        return OrtBoundDecoder(self.session, cache, logits, empty,
+                               {p: np.dtype(inputs[p].dtype) for p in cache}, self.failure)
 
     def direct_call(self) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None:
         if self._widened:

@@ -237,7 +237,9 @@ def _with_precision(ctx: PlacementContext, placed: Placement, samples: Samples |
     remembered under the fp32 plan's key and the samples, so a warm compile searches
     nothing and quantizes nothing its compile cache holds."""
     point = max(ctx.points.points, key=lambda p: p.weight)
-    setup = precision_setup(ctx.model, ctx.config, samples, point.as_dict())
+    runnable = placed.built.runnable if placed.built is not None else None
+    setup = precision_setup(ctx.model, ctx.config, samples, point.as_dict(),
+                            runnable.run if runnable is not None else None)
     if isinstance(setup, str):
         return placed.with_plan(placed.plan.with_stats(
             precision=PrecisionRecord(f"not tried: {setup}")))
@@ -252,10 +254,8 @@ def _with_precision(ctx: PlacementContext, placed: Placement, samples: Samples |
     plan, built = search_precision(ctx, placed.plan, placed.built, setup)
     precision = plan.stats.precision
     if precision is not None:  # which inputs judged it, and under which budget
-        judged = (f"{len(setup.samples)} inputs generated in the ranges the model implies"
-                  if setup.generated else f"your {len(setup.samples)} samples")
         plan = plan.with_stats(precision=replace(
-            precision, inputs=judged, budget=str(ctx.config.options.accuracy)))
+            precision, inputs=setup.inputs, budget=str(ctx.config.options.accuracy)))
     return Placement(*_remembered(ctx.db, key, plan, built))
 
 

@@ -8,7 +8,6 @@ the backend; otherwise each step's presents are fed back as the next pasts."""
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from tessera.backends._input_check import InputCheck, TensorSpec, tensor_spec
 from tessera.backends._protocol import Compiled, KeepsDecoderCache, StatefulDecoder
 from tessera.errors import InputError, ModelError
 from tessera.ir import Model
+from tessera.ir._decoder import LOGITS, MASK, POSITIONS, PRESENT, TOKENS, present_of
 from tessera.placement import Plan
 
 if TYPE_CHECKING:
@@ -32,14 +32,6 @@ _EXPORT_HINT = ("export the decoder with its key/value cache: inputs "
                 "layer and kind (e.g. torch.onnx.export of the model called with "
                 "past_key_values, or optimum's text-generation-with-past task)")
 
-# the past's spellings, each with the present that pairs with it
-_PAST_FORMS = (
-    (re.compile(r"past_key_values\.(\d+)\.(key|value)"), "present.{0}.{1}"),
-    (re.compile(r"past\.(\d+)\.(key|value)"), "present.{0}.{1}"),
-    (re.compile(r"past_(key|value)\.(\d+)"), "present_{0}.{1}"),
-)
-_PRESENT = re.compile(r"present\.\d+\.(key|value)|present_(key|value)\.\d+")
-TOKENS, MASK, POSITIONS, LOGITS = "input_ids", "attention_mask", "position_ids", "logits"
 FED_BACK = "fed back"  # GenerateResult.cache of the generic loop
 
 
@@ -188,14 +180,8 @@ def _pairs(inputs: Mapping[str, TensorSpec], outputs: Mapping[str, TensorSpec]
            ) -> tuple[CachePair, ...]:
     """Each past input with its present output, checked: one element type, one rank, the
     sizes other than the batch and the cache's length fixed."""
-    pasts = {}
-    for name in inputs:
-        for pattern, present in _PAST_FORMS:
-            match = pattern.fullmatch(name)
-            if match is not None:
-                pasts[name] = present.format(*match.groups())
-                break
-    presents = [n for n in outputs if _PRESENT.fullmatch(n)]
+    pasts = {name: present for name in inputs if (present := present_of(name)) is not None}
+    presents = [n for n in outputs if PRESENT.fullmatch(n)]
     if not pasts and not presents:
         raise ModelError(f"the model has no key/value cache: no input past_key_values.N.key|"
                          f"value paired with an output present.N.key|value (inputs: "

@@ -1,7 +1,9 @@
 """`generate`: a compiled decoder with a key/value cache run as a prefill and then one token
-at a time gives the tokens of the same graph run plainly by onnxruntime; sampling follows its
-seed; the presents go back as the pasts without copies; an interrupt keeps the tokens so far;
-bad prompts, arguments and models are typed errors naming what is wrong and the limit."""
+at a time gives the tokens of the same graph run plainly by onnxruntime, on ONNX Runtime's
+I/O binding and on the generic loop; sampling follows its seed; the presents go back as the
+pasts without copies (as ONNX Runtime's own values where bound); an interrupt keeps the
+tokens so far; bad prompts, arguments and models are typed errors naming what is wrong and
+the limit."""
 
 from __future__ import annotations
 
@@ -68,6 +70,14 @@ def plain_greedy(name: str, ids: np.ndarray, new: int) -> np.ndarray:
     return np.concatenate([ids, np.stack(tokens, axis=1)], axis=1)
 
 
+def fed_back(model: CompiledModel, monkeypatch: pytest.MonkeyPatch) -> CompiledModel:
+    """`model` run by the generic loop (each step's presents fed back through `run`): its
+    partition offers no decoder of its own."""
+    for part in model.parts:
+        monkeypatch.setattr(part, "stateful_decoder", lambda *args: None)
+    return model
+
+
 class Recorder:
     """The compiled model's `run`, wrapped: what each call was fed and gave back; it raises
     KeyboardInterrupt at call `interrupt_at` (1 is the prefill)."""
@@ -89,13 +99,16 @@ class Recorder:
 
 
 # -- the tokens ------------------------------------------------------------------------------
+@pytest.mark.parametrize("cache", ["onnxruntime I/O binding", "fed back"])
 @pytest.mark.parametrize("name", TINY)
-def test_greedy_equals_the_graph_run_plainly(compiled: dict[str, CompiledModel],
-                                             name: str) -> None:
+def test_greedy_equals_the_graph_run_plainly(compiled: dict[str, CompiledModel], name: str,
+                                             cache: str, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
     ids = prompt(name)
-    result = compiled[name].generate(ids, 16)
+    model = compiled[name] if cache != "fed back" else fed_back(compiled[name], monkeypatch)
+    result = model.generate(ids, 16)
     assert isinstance(result, GenerateResult)
-    assert (result.new_tokens, result.stopped, result.cache) == (16, "length", "fed back")
+    assert (result.new_tokens, result.stopped, result.cache) == (16, "length", cache)
     assert result.tokens.dtype == np.int64 and result.tokens.shape == (1, 21)
     np.testing.assert_array_equal(result.tokens, plain_greedy(name, ids, 16))
     np.testing.assert_array_equal(result.generated, result.tokens[:, 5:])
@@ -169,7 +182,7 @@ def test_an_end_token_stops_the_rows_that_gave_it(compiled: dict[str, CompiledMo
 def test_presents_become_the_next_pasts_without_a_copy(compiled: dict[str, CompiledModel],
                                                        name: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    model = compiled[name]
+    model = fed_back(compiled[name], monkeypatch)
     recorder = Recorder(model.run)
     monkeypatch.setattr(model, "run", recorder)
     result = model.generate(prompt(name), 6)
@@ -186,10 +199,63 @@ def test_presents_become_the_next_pasts_without_a_copy(compiled: dict[str, Compi
         assert fed["input_ids"].tolist() == [[result.tokens[0, 4 + step]]]
 
 
+class RecordedBinding:
+    """An ONNX Runtime I/O binding, wrapped: the address of each value bound as an input
+    (`ortvalue`: kept by ONNX Runtime; `numpy`: copied in) and of each output."""
+
+    def __init__(self, inner: Any, log: list[dict[str, Any]]) -> None:
+        self.inner, self.bound = inner, {}
+        log.append(self.bound)
+
+    def bind_cpu_input(self, name: str, value: np.ndarray) -> None:
+        self.bound[name] = ("numpy", value.__array_interface__["data"][0])
+        self.inner.bind_cpu_input(name, value)
+
+    def bind_ortvalue_input(self, name: str, value: Any) -> None:
+        self.bound[name] = ("ortvalue", value.data_ptr())
+        self.inner.bind_ortvalue_input(name, value)
+
+    def get_outputs(self) -> Any:
+        outputs = self.inner.get_outputs()
+        self.bound["outputs"] = [value.data_ptr() for value in outputs]
+        return outputs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_io_binding_keeps_the_cache_as_onnxruntime_values(compiled: dict[str, CompiledModel],
+                                                          name: str,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """After the prefill, each past is bound as the very buffer ONNX Runtime gave as the
+    present one step before: no step copies the cache in or out."""
+    model = compiled[name]
+    (part,) = model.parts
+    layout = DecoderLayout.of(model)
+    decoder = part.stateful_decoder({p.past: p.present for p in layout.cache}, "input_ids",
+                                    "logits")
+    assert decoder is not None and decoder.cache == "onnxruntime I/O binding"
+    session = decoder.session  # type: ignore[attr-defined]
+    log: list[dict[str, Any]] = []
+    monkeypatch.setattr(session, "io_binding",
+                        lambda make=session.io_binding: RecordedBinding(make(), log))
+    result = model.generate(prompt(name), 6)
+    np.testing.assert_array_equal(result.tokens, plain_greedy(name, prompt(name), 6))
+    assert len(log) == 6
+    assert all(log[0][pair.past][0] == "numpy" for pair in layout.cache)  # the empty past
+    for step in range(1, 6):
+        presents = log[step - 1]["outputs"][1:]  # the logits first, then the pairs' order
+        for pair, address in zip(layout.cache, presents, strict=True):
+            assert log[step][pair.past] == ("ortvalue", address), (step, pair.past)
+        assert log[step]["input_ids"][0] == "numpy"
+
+
 # -- interrupts ------------------------------------------------------------------------------
 def test_an_interrupt_returns_the_tokens_so_far(compiled: dict[str, CompiledModel],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    model = compiled["gpt2-kv-tiny"]
+    model = fed_back(compiled["gpt2-kv-tiny"], monkeypatch)
     ids = prompt("gpt2-kv-tiny")
     full = model.generate(ids, 8).tokens
     # the prefill gives the first token, the first decode step the second; the second

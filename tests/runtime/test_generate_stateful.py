@@ -179,13 +179,21 @@ def test_the_stateful_form_computes_as_the_target_says(
     assert decoder_of(model) is decoder  # compiled once
 
 
-def test_the_generic_loop_feeds_the_cache_back_elsewhere() -> None:
+def test_the_generic_loop_feeds_the_cache_back_across_partitions() -> None:
     if not backends.get("onnxruntime").is_available().ok:
         pytest.skip("needs onnxruntime")
-    model = tessera.compile(zoo.export_decoder("gpt2-kv-tiny"), "onnxruntime", shapes=RANGES)
-    assert not isinstance(model.parts[0], KeepsDecoderCache)
+    path = zoo.export_decoder("gpt2-kv-tiny")
+    model = tessera.compile(path, "openvino,onnxruntime", shapes=RANGES, accuracy="exact",
+                            pins={"/MatMul": "openvino",
+                                  "/h.0/c_fc/MatMul": "onnxruntime"})
+    assert len(model.parts) > 1
     ids = prompt("gpt2-kv-tiny")
-    assert model.generate(ids, 4).cache == "fed back"
+    result = model.generate(ids, 8)
+    assert result.cache == "fed back"
+    np.testing.assert_array_equal(result.tokens, plain_greedy("gpt2-kv-tiny", ids, 8))
+    alone = tessera.compile(path, "onnxruntime", shapes=RANGES)
+    assert isinstance(alone.parts[0], KeepsDecoderCache)
+    assert alone.generate(ids, 4).cache == "onnxruntime I/O binding"
 
 
 def test_a_loaded_artifact_keeps_the_cache_in_openvino(

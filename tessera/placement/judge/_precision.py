@@ -56,7 +56,7 @@ from tessera.placement.judge._budget import (
     lower_bound_used,
     predicted_saving,
 )
-from tessera.placement.judge._precision_setup import PrecisionSetup, float_form, variants_of
+from tessera.placement.judge._precision_setup import PrecisionSetup, variants_of
 from tessera.placement.judge._timing import Rounds, point_shapes, timed
 from tessera.placement.record._builder import Built, Runnable
 from tessera.placement.record._phase import Phase
@@ -126,11 +126,13 @@ def search_precision(ctx: PlacementContext, fp32: Plan, fp32_built: Built,
             f"not tried: the fp32 plan or the oracle fails on the inputs that would judge it "
             f"({first_line(err)}); give samples of real inputs (samples=...)"))
         return refused, replace(fp32_built, plan=refused)
-    judge = _Judge(ctx, setup.samples, budget, list(truth.outputs), list(truth.feeds),
-                   truth.judges)
+    judged = setup.judged  # a decoder: its logits alone
+    reference: list[Mapping[str, Any]] = [
+        {n: v for n, v in answer.items() if not judged or n in judged} for answer in truth.outputs]
+    judge = _Judge(ctx, setup.samples, budget, reference, list(truth.feeds), truth.judges)
     fp32_judged = (fp32, fp32_built, accuracy_of(fp32_outputs, judge.reference, budget,
                                              judge.judges))
-    search = _Search(judge, fp32_judged, setup.float_only)
+    search = _Search(judge, fp32_judged, setup)
     try:
         return search.run()
     finally:
@@ -152,7 +154,7 @@ class _Search:
     """One precision search: the segments of the fp32 plan, each variant's record, and the
     plans that meet the budget."""
 
-    def __init__(self, judge: _Judge, fp32: Judged, float_only: bool) -> None:
+    def __init__(self, judge: _Judge, fp32: Judged, setup: PrecisionSetup) -> None:
         ctx = judge.ctx
         self.judge, self.fp32, self.ctx = judge, fp32, ctx
         self.flow = ctx.model.dataflow
@@ -162,8 +164,8 @@ class _Search:
         self.fp32_of = {self.flow.index[n]: p.target for p in plan.partitions for n in p.nodes}
         self.cut = segments(self.flow, order)
         attention = has_attention(ctx.model.proto)
-        self.variants = [v for v in variants_of(ctx.config, attention)
-                         if not float_only or float_form(v)]
+        self.variants = [v for v in variants_of(ctx.config, attention, setup.decoder)
+                         if setup.offers(v)]
         self.records: dict[Target, VariantRecord] = {}
         self.started = ctx.clock()
         self.seconds = _seconds(ctx.config.options.precision_time, self.started - ctx.started)

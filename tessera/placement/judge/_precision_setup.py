@@ -1,6 +1,8 @@
 """What the precision search runs with: the variants the config's targets offer, the
 budget it judges by, and the samples (the user's, or generated in the ranges the model
-implies)."""
+implies). A decoder with a key/value cache is judged on its next-token logits alone, with
+teacher forcing: prefills over generated token ids, the top-1 agreement at every position;
+its weight-only forms need no calibration, so they are tried without samples too."""
 
 from __future__ import annotations
 
@@ -8,25 +10,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tessera import backends
-from tessera.config import DEFAULT_BUDGET, AccuracyBudget, CompilationConfig
+from tessera.config import DEFAULT_BUDGET, AccuracyBudget, CompilationConfig, ShapeProfile
 from tessera.ir import Model, Samples
+from tessera.ir._decoder import (
+    DecoderNames,
+    Run,
+    cache_dimension,
+    sequence_dimension,
+    teacher_forced,
+)
 from tessera.ir._implied import implied_inputs, non_tensor_input
 from tessera.target import Target
 
 
-def variants_of(config: CompilationConfig, attention: bool = False) -> list[Target]:
+def variants_of(config: CompilationConfig, attention: bool = False,
+                decoder: bool = False) -> list[Target]:
     """Every precision variant the config's targets offer, in the order of their expected
-    payoff for a model with or without `attention` (`payoff_rank`), then the config's
-    priority."""
+    payoff for a model with or without `attention`, or a `decoder` (`payoff_rank`), then the
+    config's priority."""
     found: list[Target] = []
     for target in config.priority:
         backend = backends.get(target.kind.name)
         if backend.is_available().ok:
             found += [v for v in backend.precision_variants(target) if v not in found]
-    return sorted(found, key=lambda v: payoff_rank(v, attention))
+    return sorted(found, key=lambda v: payoff_rank(v, attention, decoder))
 
 
-def payoff_rank(variant: Target, attention: bool = False) -> int:
+def payoff_rank(variant: Target, attention: bool = False, decoder: bool = False) -> int:
     """Where a variant comes in the search, which may run out of time: static int8 first,
     then the float forms (no quantizer: a few seconds each), dynamic int8 and the
     weight-only forms last (slower than static wherever both met the budget on the suite,
@@ -34,8 +44,13 @@ def payoff_rank(variant: Target, attention: bool = False) -> int:
     Among the static forms NNCF's comes first (the fastest within the budget on five suite
     models of six), except on a model with attention: there ONNX Runtime's form quantizes
     the matrix products alone, meets the budget where NNCF's missed (ViT-B/16) and takes
-    half of NNCF's time."""
+    half of NNCF's time. A decoder's steps read every weight once per token, so there the
+    weight-only forms come first, 8-bit before 4-bit (the more likely to meet the budget),
+    then the float forms, then the rest."""
     attrs = variant.attrs
+    if decoder:
+        return 0 if weight_only(variant) and attrs.get("precision") == "int8" else \
+            1 if weight_only(variant) else 2 if float_form(variant) else 3
     if float_form(variant):
         return 2
     if attrs.get("precision") != "int8" or attrs.get("int8-recipe") not in (None, "static"):
@@ -44,6 +59,9 @@ def payoff_rank(variant: Target, attention: bool = False) -> int:
 
 
 GENERATED = 8  # inputs generated where the user gave no samples: 4 judge (float forms)
+DECODER_PROMPTS = 16  # a decoder's generated prompts: 8 judge
+DECODER_PROMPT, DECODER_STEPS = 8, 24  # their random tokens, then fp32's greedy ones
+DECODER_BUDGET = "top1>=0.99"  # a decoder's default: greedy's choice kept at 99% of steps
 
 
 def float_form(target: Target) -> bool:
@@ -51,28 +69,54 @@ def float_form(target: Target) -> bool:
     return target.attrs.get("precision") in ("bf16", "f16")
 
 
+def weight_only(target: Target) -> bool:
+    """Whether `target` quantizes the weights alone (int8 or int4): no calibration."""
+    attrs = target.attrs
+    return attrs.get("precision") == "int4" or (
+        attrs.get("precision") == "int8" and attrs.get("int8-recipe") == "weights")
+
+
 @dataclass(frozen=True)
 class PrecisionSetup:
     """What the precision search runs with: the config carrying the budget it judges by,
     the samples (the user's, or generated in the ranges the model implies) and whether
-    only the calibration-free float forms are tried (no user budget, or no samples: int8
-    needs the user's own samples)."""
+    only the calibration-free forms are tried (no user budget, or no samples: int8 needs
+    the user's own samples): the float forms, and a decoder's weight-only forms. `judged`
+    names the outputs the budget bounds (a decoder's logits; empty: every output)."""
 
     config: CompilationConfig
     samples: Samples
     float_only: bool
     generated: bool
+    judged: tuple[str, ...] = ()
+    decoder: bool = False
+
+    def offers(self, variant: Target) -> bool:
+        """Whether the search tries `variant`."""
+        return _offered(variant, self.float_only, self.decoder)
+
+    @property
+    def inputs(self) -> str:
+        """Which inputs judge, in words."""
+        if not self.generated:
+            return f"your {len(self.samples)} samples"
+        if self.decoder:
+            return (f"{len(self.samples)} generated prompts of token ids, their next-token "
+                    "logits with teacher forcing")
+        return f"{len(self.samples)} inputs generated in the ranges the model implies"
 
 
 def precision_setup(model: Model, config: CompilationConfig, samples: Samples | None,
-                    sizes: Mapping[str, int] | None = None) -> PrecisionSetup | str:
-    """The search's setup for this compile, or why no lower precision is tried."""
+                    sizes: Mapping[str, int] | None = None, run: Run | None = None
+                    ) -> PrecisionSetup | str:
+    """The search's setup for this compile, or why no lower precision is tried. `run` is
+    the fp32 plan's: it generates a decoder's judging tokens."""
     budget = config.options.accuracy
     if budget is not None and budget.exact:
         return "accuracy=exact keeps fp32"
+    names = DecoderNames.of(model)
     float_only = budget is None or samples is None
-    variants = [v for v in variants_of(config) if not float_only or float_form(v)]
-    if not variants:
+    if not any(_offered(v, float_only, names is not None) for v in variants_of(config)):
         if not float_only:
             return "no target offers a precision variant (onnxruntime and openvino do)"
         return ("no target computes a float form below fp32 (bf16, f16) natively on this CPU, "
@@ -83,12 +127,42 @@ def precision_setup(model: Model, config: CompilationConfig, samples: Samples | 
         if not_tensor:
             return (f"input {not_tensor!r} is not a tensor, and tessera generates only tensor "
                     "inputs: pass samples to judge a lower precision")
-        samples = Samples.load(implied_inputs(model, GENERATED, sizes=sizes), model)
+        feeds = (implied_inputs(model, GENERATED, sizes=sizes) if names is None else
+                 teacher_forced(model, names, DECODER_PROMPTS,
+                                *_lengths(model, names, config.options.shapes), run))
+        samples = Samples.load(feeds, model)
     if budget is None:
-        options = replace(config.options, accuracy=AccuracyBudget.parse(DEFAULT_BUDGET))
+        default = DEFAULT_BUDGET if names is None else DECODER_BUDGET
+        options = replace(config.options, accuracy=AccuracyBudget.parse(default))
         config = replace(config, options=options)
-    return PrecisionSetup(config, samples, float_only, generated)
+    return PrecisionSetup(config, samples, float_only, generated,
+                          () if names is None else (names.logits,), names is not None)
 
 
-__all__ = ["GENERATED", "PrecisionSetup", "float_form", "payoff_rank", "precision_setup",
-           "variants_of"]
+def _offered(variant: Target, float_only: bool, decoder: bool) -> bool:
+    return not float_only or float_form(variant) or (decoder and weight_only(variant))
+
+
+def _lengths(model: Model, names: DecoderNames, shapes: ShapeProfile | None
+             ) -> tuple[int, int]:
+    """The generated prompts' random tokens and fp32's steps after them: `DECODER_PROMPT`
+    and `DECODER_STEPS`, within what the profile allows the past and the new tokens."""
+
+    def bounds(symbol: str) -> tuple[int, int | None]:
+        dim = shapes.get(symbol) if shapes is not None and symbol else None
+        if dim is None or dim.is_sum:
+            return 0, None
+        if dim.is_range:
+            return dim.low or 0, dim.high
+        return min(dim.values), max(dim.values)
+
+    past_low, past_high = bounds(cache_dimension(model, names))
+    new_low, new_high = bounds(sequence_dimension(model, names))
+    steps = max(1, new_low, min(DECODER_STEPS, new_high or DECODER_STEPS))
+    prompt = max(past_low, min(DECODER_PROMPT, DECODER_PROMPT if past_high is None
+                               else past_high))
+    return prompt, steps
+
+
+__all__ = ["DECODER_BUDGET", "DECODER_PROMPTS", "GENERATED", "PrecisionSetup", "float_form",
+           "payoff_rank", "precision_setup", "variants_of", "weight_only"]
