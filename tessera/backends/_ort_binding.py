@@ -44,6 +44,20 @@ class OrtBoundDecoder:
         """Empty the calling thread's cache: the next `step` is a prefill."""
         self._local.presents = None
 
+    def load(self, cache: Mapping[str, np.ndarray]) -> None:
+        """Start the calling thread's cache from `cache` (by past name): one copy into ONNX
+        Runtime's values, kept from then on."""
+        import numpy as np
+        from onnxruntime import OrtValue
+
+        missing = [past for past, _ in self.pairs if past not in cache]
+        if missing:
+            raise InputError(f"the cache handed over lacks {missing[0]!r}; give every past "
+                             "input's value")
+        self._local.presents = [
+            OrtValue.ortvalue_from_numpy(np.ascontiguousarray(cache[past], self._dtypes[past]))
+            for past, _ in self.pairs]
+
     def step(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         """The logits of the new tokens in `feeds` (the inputs other than the pasts), the
         cache grown by them and kept as ONNX Runtime values."""

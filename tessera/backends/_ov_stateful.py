@@ -24,15 +24,16 @@ if TYPE_CHECKING:
 CACHE = "openvino state"
 
 
-def make_stateful(model: Any, cache: Mapping[str, str], tokens: str) -> None:
+def make_stateful(model: Any, cache: Mapping[str, str], tokens: str) -> dict[str, str]:
     """`model` (an `openvino.Model`) with each past input of `cache` and its present output
     made a variable, which starts as the empty past of the batch that `tokens` (the token
-    ids, [batch, sequence]) has."""
+    ids, [batch, sequence]) has; the variable of each past, by its name."""
     import numpy as np
     from openvino import opset13
     from openvino._offline_transformations import apply_make_stateful_transformation
 
     apply_make_stateful_transformation(model, dict(cache))
+    variables = {}
     ids = model.input(tokens)
     batch = opset13.gather(opset13.shape_of(ids, output_type="i64"),
                            opset13.constant(np.array([0], np.int64)),
@@ -45,7 +46,11 @@ def make_stateful(model: Any, cache: Mapping[str, str], tokens: str) -> None:
                 for axis, d in enumerate(op.get_output_partial_shape(0))]
         zero = opset13.constant(np.zeros((), op.get_output_element_type(0).to_dtype()))
         op.set_arguments([opset13.broadcast(zero, opset13.concat(dims, 0))])
+        past = next((n for n in sorted(op.output(0).get_names()) if n in cache), None)
+        if past is not None:  # the variable keeps the past's name on its output
+            variables[past] = op.get_variable_id()
     model.validate_nodes_and_infer_types()
+    return variables
 
 
 def stateful_config(config: Mapping[str, str], supported: Any) -> dict[str, str]:
@@ -71,10 +76,12 @@ class OpenVinoStatefulDecoder:
     cache = CACHE
 
     def __init__(self, compiled: Any, logits: str, failure: Callable[[Exception], Exception],
-                 aliases: Mapping[str, Any]) -> None:
+                 aliases: Mapping[str, Any], variables: Mapping[str, str] | None = None
+                 ) -> None:
         self.compiled = compiled  # the openvino.CompiledModel
         self.inputs = frozenset(port.get_any_name() for port in compiled.inputs)
         self.logits = logits
+        self.variables = dict(variables or {})  # past input -> the variable holding it
         self._failure = failure
         self._aliases = aliases  # numpy's second names of types, as OpenVINO's own names
         self._local = _PerThread()
@@ -106,6 +113,25 @@ class OpenVinoStatefulDecoder:
         except Exception as err:
             raise self._failure(err) from err
 
+    def load(self, cache: Mapping[str, np.ndarray]) -> None:
+        """Start the calling thread's cache from `cache` (by past name), copied into the
+        variables once."""
+        import numpy as np
+        from openvino import Tensor
+
+        by_variable = {variable: past for past, variable in self.variables.items()}
+        states = self._request().query_state()
+        missing = [past for past in self.variables if past not in cache]
+        if missing or not states or any(s.name not in by_variable for s in states):
+            raise InputError(f"the cache handed over lacks {(missing or ['a past'])[0]!r}; "
+                             "give every past input's value")
+        try:
+            for state in states:
+                value = np.ascontiguousarray(cache[by_variable[state.name]])
+                state.state = Tensor(value)
+        except Exception as err:
+            raise self._failure(err) from err
+
     @property
     def state(self) -> dict[str, tuple[int, ...]]:
         """The shape of each variable of the calling thread's cache (by variable name)."""
@@ -121,13 +147,13 @@ def build(read: Callable[[], Any], core: Any, config: Mapping[str, str],
     names of types (long long) to those OpenVINO takes."""
     try:
         model = read()
-        make_stateful(model, cache, tokens)
+        variables = make_stateful(model, cache, tokens)
         supported = core.get_property("CPU", "SUPPORTED_PROPERTIES")
         compiled = core.compile_model(model, "CPU", stateful_config(config, supported))
     except Exception as err:
         raise CompileError(f"openvino could not keep the decoder's key/value cache as state: "
                            f"{typed_line(err)}") from err
-    return OpenVinoStatefulDecoder(compiled, logits, failure, aliases)
+    return OpenVinoStatefulDecoder(compiled, logits, failure, aliases, variables)
 
 
 __all__ = ["CACHE", "OpenVinoStatefulDecoder", "build", "make_stateful", "stateful_config"]

@@ -144,6 +144,12 @@ class StatefulDecoder(Protocol):
 
     def step(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray: ...
 
+    def load(self, cache: Mapping[str, np.ndarray]) -> None:
+        """Start the calling thread's cache from `cache` (each past input's value, as a
+        prefill on another backend left it): the next `step` decodes after those tokens.
+        The cache is handed over once, here."""
+        ...
+
 
 @runtime_checkable
 class KeepsDecoderCache(Protocol):

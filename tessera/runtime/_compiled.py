@@ -102,12 +102,15 @@ class CompiledModel:
     def generate(self, input_ids: Any, max_new_tokens: int, *, temperature: float = 1.0,
                  top_k: int | None = None, top_p: float | None = None,
                  do_sample: bool = False, seed: int | None = None,
-                 eos_token_id: int | None = None) -> GenerateResult:
+                 eos_token_id: int | None = None, prefill: CompiledModel | None = None
+                 ) -> GenerateResult:
         """Of a decoder with a key/value cache: up to `max_new_tokens` tokens after the prompt
-        `input_ids`, greedy or sampled (`tessera.runtime.generate`)."""
+        `input_ids`, greedy or sampled, the prefill on `prefill` where given (another
+        compiled form of the decoder; the cache is handed over once) (`tessera.runtime.
+        generate`)."""
         return generate(self, input_ids, max_new_tokens, temperature=temperature, top_k=top_k,
                         top_p=top_p, do_sample=do_sample, seed=seed,
-                        eos_token_id=eos_token_id)
+                        eos_token_id=eos_token_id, prefill=prefill)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write one `.tess` file (atomically): the plan, config, every partition's ONNX

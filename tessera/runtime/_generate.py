@@ -265,9 +265,12 @@ class GenerateResult:
 def generate(compiled: Decoder, input_ids: Any, max_new_tokens: int, *,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              do_sample: bool = False, seed: int | None = None,
-             eos_token_id: int | None = None) -> GenerateResult:
+             eos_token_id: int | None = None, prefill: Decoder | None = None
+             ) -> GenerateResult:
     """Up to `max_new_tokens` tokens after the prompt `input_ids` (token ids, [sequence] or
-    [batch, sequence], no padding). The prefill runs the whole prompt with an empty past;
+    [batch, sequence], no padding). The prefill runs the whole prompt with an empty past
+    (on `prefill`, another compiled form of the same decoder, where given: its presents are
+    handed over once, as the cache the decode steps start from);
     each decode step feeds one token with the previous step's presents as the pasts, or,
     where the plan is one partition that keeps the cache inside its backend (OpenVINO), one
     token alone (the cache emptied before the prefill). Greedy
@@ -283,6 +286,8 @@ def generate(compiled: Decoder, input_ids: Any, max_new_tokens: int, *,
     ids = _prompt(input_ids, layout.vocab)
     _check_arguments(max_new_tokens, temperature, top_k, top_p, eos_token_id, layout.vocab)
     _check_lengths(compiled, layout, ids.shape[0], ids.shape[1], max_new_tokens)
+    if prefill is not None:
+        _check_prefill(prefill, layout, ids)
     rng = np.random.default_rng(seed) if do_sample else None
     loop = _loop(compiled, layout)  # a stateful form is compiled here, before the clock
     batch, length = ids.shape
@@ -290,9 +295,12 @@ def generate(compiled: Decoder, input_ids: Any, max_new_tokens: int, *,
     finished = np.zeros(batch, bool)
     stopped: Stopped = "length"
     started = time.perf_counter()
-    prefill = decode = 0.0
+    prefilled = decode = 0.0
     try:
-        logits = loop.prefill(ids)
+        if prefill is None:
+            logits = loop.prefill(ids)
+        else:
+            logits = loop.handed(prefill.run(layout.prefill(ids)))
         while True:
             scores = logits[:, -1, :]
             token = scores.argmax(-1) if rng is None else _sample(scores, rng, temperature,
@@ -302,7 +310,7 @@ def generate(compiled: Decoder, input_ids: Any, max_new_tokens: int, *,
                 finished |= token == eos_token_id
             new.append(token.astype(np.int64))
             if len(new) == 1:
-                prefill = time.perf_counter() - started
+                prefilled = time.perf_counter() - started
             if eos_token_id is not None and finished.all():
                 stopped = "eos"
                 break
@@ -313,11 +321,11 @@ def generate(compiled: Decoder, input_ids: Any, max_new_tokens: int, *,
         stopped = "interrupted"
     ended = time.perf_counter() - started
     if new:
-        decode = ended - prefill
+        decode = ended - prefilled
     else:
-        prefill = ended
+        prefilled = ended
     tokens = np.concatenate([ids.astype(np.int64), *(t[:, None] for t in new)], axis=1)
-    return GenerateResult(tokens, len(new), stopped, prefill, decode, loop.cache)
+    return GenerateResult(tokens, len(new), stopped, prefilled, decode, loop.cache)
 
 
 class _FedBack:
@@ -338,6 +346,11 @@ class _FedBack:
         self.outputs = self.run(self.layout.step(self.outputs, token, total))
         return self.outputs[self.layout.logits]
 
+    def handed(self, outputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """A prefill's outputs from elsewhere: its presents become the next pasts."""
+        self.outputs = dict(outputs)
+        return self.outputs[self.layout.logits]
+
 
 class _Stateful:
     """The loop over a backend that keeps the cache: the new tokens alone go in, the
@@ -355,6 +368,12 @@ class _Stateful:
         return self.decoder.step(self.layout.new_tokens(token.reshape(token.shape[0], 1),
                                                         total))
 
+    def handed(self, outputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """A prefill's outputs from elsewhere: its presents loaded as the cache, once."""
+        self.decoder.reset()
+        self.decoder.load({pair.past: outputs[pair.present] for pair in self.layout.cache})
+        return outputs[self.layout.logits]
+
 
 def _loop(compiled: Decoder, layout: DecoderLayout) -> _FedBack | _Stateful:
     """The stateful loop where the plan is one partition, taking every input of the
@@ -370,6 +389,20 @@ def _loop(compiled: Decoder, layout: DecoderLayout) -> _FedBack | _Stateful:
         if decoder is not None:
             return _Stateful(decoder, layout)
     return _FedBack(compiled, layout)
+
+
+def _check_prefill(prefill: Decoder, layout: DecoderLayout, ids: np.ndarray) -> None:
+    """An InputError where `prefill` is not a form of the same decoder (its cache pairs
+    differ) or its profile refuses the prompt."""
+    other = DecoderLayout.of(prefill)
+    if other.cache != layout.cache:
+        differ = next((f"{a.past} {a.dtype}{list(a.shape)} against {b.dtype}{list(b.shape)}"
+                       for a, b in zip(other.cache, layout.cache, strict=False) if a != b),
+                      f"{len(other.cache)} cached tensors against {len(layout.cache)}")
+        raise InputError(f"prefill: the model given to run the prefill has other cache "
+                         f"inputs than this one ({differ}); give a compiled form of the same "
+                         "decoder")
+    _check_lengths(prefill, other, ids.shape[0], ids.shape[1], 1)
 
 
 def _prompt(input_ids: Any, vocab: int | None) -> np.ndarray:

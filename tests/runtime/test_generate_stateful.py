@@ -15,6 +15,7 @@ import pytest
 import tessera
 from tessera import backends, zoo
 from tessera.backends import KeepsDecoderCache, StatefulDecoder
+from tessera.errors import InputError
 from tessera.runtime import CompiledModel, DecoderLayout
 
 from .test_generate import RANGES, TINY, plain_greedy, prompt, ranged
@@ -205,3 +206,37 @@ def test_a_loaded_artifact_keeps_the_cache_in_openvino(
     result = loaded.generate(ids, 16)
     assert result.cache == "openvino state"
     np.testing.assert_array_equal(result.tokens, model.generate(ids, 16).tokens)
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_the_cache_is_handed_over_once_from_a_prefill_on_another_backend(
+        compiled: dict[str, CompiledModel], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not backends.get("onnxruntime").is_available().ok:
+        pytest.skip("needs onnxruntime")
+    ids = prompt(name, seed=3)
+    on_ort = tessera.compile(zoo.export_decoder(name), "onnxruntime", shapes=RANGES)
+    decoder = decoder_of(compiled[name])
+    loads: list[dict[str, tuple[int, ...]]] = []
+    load = decoder.load
+    monkeypatch.setattr(decoder, "load", lambda cache: (
+        loads.append({k: v.shape for k, v in cache.items()}), load(cache))[1])
+    steps = Steps(decoder.step)
+    monkeypatch.setattr(decoder, "step", steps)
+    # the prompt on onnxruntime, the steps in openvino's state
+    result = compiled[name].generate(ids, 32, prefill=on_ort)
+    assert result.cache == "openvino state"
+    np.testing.assert_array_equal(result.tokens, plain_greedy(name, ids, 32))
+    assert len(loads) == 1 and loads[0]["past_key_values.0.key"][2] == 5  # once: the prompt's
+    assert len(steps.fed) == 31 and all(set(f) == set(NEW_TOKENS) for f in steps.fed)
+    assert set(decoder.state.values()) == {(*loads[0]["past_key_values.0.key"][:2], 36, 16)}
+    # the reverse: the prompt in openvino, the steps on onnxruntime's bound values
+    back = on_ort.generate(ids, 32, prefill=compiled[name])
+    assert back.cache == "onnxruntime I/O binding"
+    np.testing.assert_array_equal(back.tokens, result.tokens)
+
+
+def test_a_prefill_on_another_decoder_is_refused(compiled: dict[str, CompiledModel]) -> None:
+    with pytest.raises(InputError, match=r"prefill: .* other cache inputs"):
+        compiled["gpt2-kv-tiny"].generate(prompt("gpt2-kv-tiny"), 4,
+                                          prefill=compiled["llama-kv-tiny"])
