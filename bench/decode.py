@@ -152,7 +152,7 @@ def tessera_run(artifact: str, name: str, prompt: list[int], new: int,
     full = zoo.decoder_inputs(name, len(prompt) + len(reference))
     full["input_ids"] = np.array([prompt + reference], np.int64)
     logits = compiled.run(full)["logits"]
-    weights = sum(f.stat().st_size for f in Path(artifact).rglob("*") if f.is_file())
+    weights = Path(artifact).stat().st_size  # the artifact: the form, and fp32 for fallback
     return {"tokens": [int(t) for t in results[0].generated[0]],
             **_rates([(r.prefill_seconds, r.decode_seconds) for r in results], len(prompt),
                      new),
@@ -239,7 +239,8 @@ def table(result: dict[str, Any]) -> str:
              "top-1 with teacher forcing against the fp32 loop's tokens. Peak: the largest "
              "resident memory of the process that ran (for tessera, the one that loaded the "
              "artifact and generated), before the agreement pass. Weights: the form's files "
-             "on disk. MiB throughout.", "",
+             "on disk (for tessera, the whole artifact, which keeps the fp32 weights too, for "
+             "a fallback). MiB throughout.", "",
              *table_head("model", "row", "weights", "prefill tok/s", "decode tok/s",
                          "decode x", "agreement", "peak MiB", "weights MiB", "notes",
                          align="lllrrrrrrl")]

@@ -305,7 +305,7 @@ class OnnxRuntimeBackend(Backend):
         if reuse:
             session = _session(str(path), target, optimized=not plain)
             _check_inputs(session, [i.name for i in wide.graph.input if i.name not in weights])
-            if target.attrs.get("precision") == "int8":  # the entry holds the int8 form
+            if target.attrs.get("precision") in ("int8", "int4"):  # the entry: the int form
                 return _OrtCompiled(self.name, submodel, target, session, widened, saved=path)
         elif plain:  # the entry holds its weights: its directory is not the model's
             path.write_bytes(inline_weights(wide).SerializeToString())

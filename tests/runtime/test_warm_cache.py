@@ -233,3 +233,26 @@ def test_a_partition_on_one_core_reuses_the_entry_of_the_same_on_many(
     assert _warm.partition_key(model, mask, Target(f"{backend} -num-threads=1")) == key
     other = "opt-level=basic" if backend == "onnxruntime" else "precision=f16"
     assert _warm.partition_key(model, mask, Target(f"{backend} -{other}")) != key
+
+
+@pytest.mark.parametrize("target", ["onnxruntime -precision=int4",
+                                    "onnxruntime -precision=int8 -int8-recipe=weights"])
+def test_a_reloaded_weight_only_form_is_what_an_artifact_keeps(cache: Path, tmp_path: Path,
+                                                               target: str) -> None:
+    """A warm compile reloads the quantized form, and saving it keeps that form, not the
+    fp32 submodel it was made from."""
+    _needs("onnxruntime")
+    pytest.importorskip("torch")
+    from tessera import zoo
+
+    path = zoo.export_decoder("llama-kv-tiny")
+    shapes = "batch=1;sequence=1:1:16;past_sequence=0:4:15;total_sequence=past_sequence+sequence"
+    feeds = zoo.decoder_inputs("llama-kv-tiny", 6)
+    fp32 = tessera.compile(path, "onnxruntime", shapes=shapes, accuracy="exact").run(feeds)
+    first = tessera.compile(path, target, shapes=shapes).run(feeds)
+    second = tessera.compile(path, target, shapes=shapes)  # from the warm cache
+    loaded = tessera.load(second.save(tmp_path / "int.tess"))
+    got = loaded.run(feeds)["logits"]
+    np.testing.assert_array_equal(second.run(feeds)["logits"], first["logits"])
+    np.testing.assert_array_equal(got, first["logits"])
+    assert not np.array_equal(got, fp32["logits"])
