@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -454,3 +456,31 @@ def test_a_form_its_backend_cannot_compile_is_refused_with_its_reason_not_timed(
         assert refused.whole_ms is None and not refused.met
     assert all(Target(str(p.target)).attrs.get("precision") != "int8"
                or p.kind != "openvino" for p in compiled.plan.partitions)
+
+
+def test_a_warm_compile_with_samples_builds_the_remembered_plan_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The precision search's plan is remembered under the samples: a second compile builds
+    it and nothing else (not the fp32 plan it grew from), and gives the same plan."""
+    from tessera.runtime._compiled import RuntimeBuilder
+
+    monkeypatch.setenv("TESSERA_CACHE", str(tmp_path))
+    name = "mlp"
+    samples = _samples(name, 8)
+    first = tessera.compile(zoo.export(name), "onnxruntime", samples=samples,
+                            accuracy="cosine>=0.99")
+    assert first.plan.stats.precision is not None
+    plans: list[list[str]] = []
+    build = RuntimeBuilder.build
+
+    def counted(self: RuntimeBuilder, model: Any, config: Any, plan: Any,
+                samples: Any = None) -> Any:
+        plans.append([str(p.target) for p in plan.partitions])
+        return build(self, model, config, plan, samples)
+
+    monkeypatch.setattr(RuntimeBuilder, "build", counted)
+    again = tessera.compile(zoo.export(name), "onnxruntime", samples=samples,
+                            accuracy="cosine>=0.99")
+    assert plans == [[str(p.target) for p in first.plan.partitions]]
+    assert again.plan.stats.source is not None and again.plan.stats.source.cache is not None
+    assert [str(p.target) for p in again.plan.partitions] == plans[0]
