@@ -417,6 +417,7 @@ class _OrtCompiled(Compiled):
         import numpy as np
 
         from tessera.backends._ort_binding import OrtBoundDecoder
+        from tessera.ir._decoder import empty_cache
 
         inputs = {spec.name: spec for spec in self.inputs}
         outputs = {spec.name: spec for spec in self.outputs}
@@ -427,13 +428,8 @@ class _OrtCompiled(Compiled):
 
         def empty(past: str, batch: int) -> tuple[int, ...]:
             shape = inputs[past].shape
-            present = outputs[cache[past]].shape
             assert shape is not None
-            grows = [a for a, d in enumerate(shape) if a > 0 and isinstance(d, str) and
-                     (present is None or present[a] != d)]
-            axis = grows[0] if len(grows) == 1 else len(shape) - 2
-            return tuple(batch if a == 0 else 0 if a == axis else int(d) if isinstance(d, int)
-                         else 1 for a, d in enumerate(shape))
+            return empty_cache(shape, outputs[cache[past]].shape, batch)
 
         return OrtBoundDecoder(self.session, cache, logits, empty,
                                {p: np.dtype(inputs[p].dtype) for p in cache}, self.failure)

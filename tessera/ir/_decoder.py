@@ -87,8 +87,8 @@ def teacher_forced(model: Model, names: DecoderNames, count: int, prompt: int, s
     outputs = {v.name: v.type.tensor_type for v in model.proto.graph.output}
     vocab = index_bound(model, names.tokens) or 2
     inputs = {v.name: v.type.tensor_type for v in model.proto.graph.input}
-    empty = {past: np.zeros(_empty_shape(inputs[past], outputs[present]), types[past])
-             for past, present in names.cache}
+    empty = {past: np.zeros(empty_cache(_symbols(inputs[past]), _symbols(outputs[present]), 1),
+                            types[past]) for past, present in names.cache}
 
     def feed(ids: np.ndarray, past: int, cache: Mapping[str, Any]) -> dict[str, np.ndarray]:
         total = past + ids.shape[1]
@@ -128,9 +128,10 @@ def _dtype(tensor: Any) -> np.dtype[Any]:
 def cache_dimension(model: Model, names: DecoderNames) -> str:
     """The symbol of the axis the first past grows on ('' where it has none)."""
     past, present = names.cache[0]
-    dims = _declared(model.proto.graph.input, past).shape.dim
-    axis = _growing(dims, _declared(model.proto.graph.output, present).shape.dim)
-    return str(dims[axis].dim_param) if axis < len(dims) else ""
+    dims = _symbols(_declared(model.proto.graph.input, past))
+    axis = growing_axis(dims, _symbols(_declared(model.proto.graph.output, present)))
+    symbol = dims[axis] if 0 <= axis < len(dims) else None
+    return symbol if isinstance(symbol, str) else ""
 
 
 def sequence_dimension(model: Model, names: DecoderNames) -> str:
@@ -143,22 +144,35 @@ def _declared(values: Any, name: str) -> Any:
     return next(v for v in values if v.name == name).type.tensor_type
 
 
-def _growing(past: Sequence[Any], present: Sequence[Any]) -> int:
-    """The axis a cache grows on: where its symbol and the present's differ, else the one
-    before last."""
-    grows = [a for a, (p, q) in enumerate(zip(past, present, strict=False))
-             if a > 0 and p.dim_param and p.dim_param != q.dim_param]
-    return grows[0] if len(grows) == 1 else len(past) - 2
+Dims = Sequence[int | str | None]  # a declared shape: sizes, symbols, None where unknown
 
 
-def _empty_shape(past: Any, present: Any) -> tuple[int, ...]:
-    """An empty past of batch 1: the axis it grows on at 0, the others as declared."""
-    dims: Sequence[Any] = past.shape.dim
-    axis = _growing(dims, present.shape.dim)
-    return tuple(1 if a == 0 else 0 if a == axis else max(d.dim_value, 1)
-                 for a, d in enumerate(dims))
+def growing_axis(past: Dims, present: Dims | None) -> int:
+    """The axis a cache grows on: where the past's and the present's symbols differ
+    (past_sequence, total_sequence), else the one before last, as in [batch, heads,
+    sequence, head_dim]."""
+    if present is not None:
+        differ = [a for a, (p, q) in enumerate(zip(past, present, strict=False))
+                  if a > 0 and isinstance(p, str) and p != q]
+        if len(differ) == 1:
+            return differ[0]
+    return len(past) - 2
+
+
+def empty_cache(past: Dims, present: Dims | None, batch: int) -> tuple[int, ...]:
+    """The shape of an empty past of `batch`: 0 on the axis it grows on, the other sizes as
+    declared (1 where unknown)."""
+    axis = growing_axis(past, present)
+    return tuple(batch if a == 0 else 0 if a == axis else d if isinstance(d, int) and d > 0
+                 else 1 for a, d in enumerate(past))
+
+
+def _symbols(tensor: Any) -> tuple[int | str | None, ...]:
+    """A declared tensor type's shape as sizes and symbols."""
+    return tuple(d.dim_param or (d.dim_value if d.HasField("dim_value") else None)
+                 for d in tensor.shape.dim)
 
 
 __all__ = ["LOGITS", "MASK", "PAST_FORMS", "POSITIONS", "PRESENT", "TOKENS", "DecoderNames",
-           "Run", "cache_dimension", "present_of",
+           "Dims", "Run", "cache_dimension", "empty_cache", "growing_axis", "present_of",
            "sequence_dimension", "teacher_forced"]

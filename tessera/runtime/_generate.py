@@ -17,7 +17,15 @@ from tessera.backends._input_check import InputCheck, TensorSpec, tensor_spec
 from tessera.backends._protocol import Compiled, KeepsDecoderCache, StatefulDecoder
 from tessera.errors import InputError, ModelError
 from tessera.ir import Model
-from tessera.ir._decoder import LOGITS, MASK, POSITIONS, PRESENT, TOKENS, present_of
+from tessera.ir._decoder import (
+    LOGITS,
+    MASK,
+    POSITIONS,
+    PRESENT,
+    TOKENS,
+    growing_axis,
+    present_of,
+)
 from tessera.placement import Plan
 
 if TYPE_CHECKING:
@@ -213,7 +221,7 @@ def _pairs(inputs: Mapping[str, TensorSpec], outputs: Mapping[str, TensorSpec]
         if len(past.shape) < 3:
             raise ModelError(f"input {name!r} has shape {_shape(past.shape)}: a cached key or "
                              "value is [batch, heads, sequence, head_dim]")
-        axis = _growing_axis(past.shape, out.shape)
+        axis = growing_axis(past.shape, out.shape)
         unknown = [a for a, d in enumerate(past.shape) if a not in (0, axis)
                    and not isinstance(d, int)]
         if unknown:
@@ -222,19 +230,6 @@ def _pairs(inputs: Mapping[str, TensorSpec], outputs: Mapping[str, TensorSpec]
                              "cannot be made; export it with fixed head counts and sizes")
         pairs.append(CachePair(name, present, past.dtype, past.shape, axis))
     return tuple(pairs)
-
-
-def _growing_axis(past: tuple[int | str | None, ...],
-                  present: tuple[int | str | None, ...] | None) -> int:
-    """The axis the cache grows on: where the past's and the present's symbols differ
-    (past_sequence, total_sequence), else the one before last, as in [batch, heads,
-    sequence, head_dim]."""
-    if present is not None:
-        differ = [a for a, (p, q) in enumerate(zip(past, present, strict=True))
-                  if a > 0 and isinstance(p, str) and p != q]
-        if len(differ) == 1:
-            return differ[0]
-    return len(past) - 2
 
 
 def _shape(shape: tuple[int | str | None, ...] | None) -> str:
