@@ -7,7 +7,12 @@ The transformation gives each ReadValue no initial value, and then OpenVINO star
 cache with every dynamic dimension 0, the batch included: a prefill of any batch gives
 logits of shape [0, 0, vocab], without an error. So each variable starts as zeros broadcast
 to [batch of the token ids, its fixed sizes, 0 on the dimension it grows on]: the prefill's
-empty past, of the batch of the call that reads it."""
+empty past, of the batch of the call that reads it.
+
+Where the attention has the exported pattern, it becomes ScaledDotProductAttention reading
+each variable through a beam Gather (`_ov_attention`): the CPU plugin then keeps the cache
+inside its attention kernel and appends each step's keys and values in place. The Gather's
+input is fed here, so callers never see it."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera._private.text import typed_line
+from tessera.backends._ov_attention import BEAM, fuse_attention, gather_beams
 from tessera.errors import CompileError, InputError
 
 if TYPE_CHECKING:
@@ -76,10 +82,12 @@ class OpenVinoStatefulDecoder:
     cache = CACHE
 
     def __init__(self, compiled: Any, logits: str, failure: Callable[[Exception], Exception],
-                 aliases: Mapping[str, Any], variables: Mapping[str, str] | None = None
-                 ) -> None:
+                 aliases: Mapping[str, Any], variables: Mapping[str, str] | None = None,
+                 tokens: str | None = None) -> None:
         self.compiled = compiled  # the openvino.CompiledModel
-        self.inputs = frozenset(port.get_any_name() for port in compiled.inputs)
+        names = frozenset(port.get_any_name() for port in compiled.inputs)
+        self.inputs = names - {BEAM}
+        self._beams = tokens if BEAM in names else None  # the input whose batch it follows
         self.logits = logits
         self.variables = dict(variables or {})  # past input -> the variable holding it
         self._failure = failure
@@ -107,6 +115,8 @@ class OpenVinoStatefulDecoder:
         aliases = self._aliases
         shared = {name: value.view(aliases[value.dtype.char])
                   if value.dtype.char in aliases else value for name, value in feeds.items()}
+        if self._beams is not None:  # each row keeps its own cache
+            shared[BEAM] = np.arange(feeds[self._beams].shape[0], dtype=np.int32)
         try:
             outputs = self._request().infer(shared, share_inputs=True)
             return np.asarray(outputs[self.logits])
@@ -146,14 +156,30 @@ def build(read: Callable[[], Any], core: Any, config: Mapping[str, str],
     `failure` makes a run's error an ExecutionError, and `aliases` maps numpy's second
     names of types (long long) to those OpenVINO takes."""
     try:
+        properties = stateful_config(config, core.get_property("CPU", "SUPPORTED_PROPERTIES"))
         model = read()
+        fused = fuse_attention(model)
         variables = make_stateful(model, cache, tokens)
-        supported = core.get_property("CPU", "SUPPORTED_PROPERTIES")
-        compiled = core.compile_model(model, "CPU", stateful_config(config, supported))
+        beams = fused > 0 and gather_beams(model)
+        compiled = core.compile_model(model, "CPU", properties)
+        if beams and cached_attention(compiled) < fused:
+            # the plugin kept some attention apart: its Gather would copy the cache each step
+            model = read()
+            variables = make_stateful(model, cache, tokens)
+            compiled = core.compile_model(model, "CPU", properties)
     except Exception as err:
         raise CompileError(f"openvino could not keep the decoder's key/value cache as state: "
                            f"{typed_line(err)}") from err
-    return OpenVinoStatefulDecoder(compiled, logits, failure, aliases, variables)
+    return OpenVinoStatefulDecoder(compiled, logits, failure, aliases, variables, tokens)
 
 
-__all__ = ["CACHE", "OpenVinoStatefulDecoder", "build", "make_stateful", "stateful_config"]
+def cached_attention(compiled: Any) -> int:
+    """How many attention kernels of `compiled` (an `openvino.CompiledModel`) hold their
+    key/value cache: the CPU plugin's fused ScaledDotProductAttention layers."""
+    infos = [op.get_rt_info() for op in compiled.get_runtime_model().get_ops()]
+    return sum(1 for info in infos if "layerType" in info
+               and info["layerType"].astype(str) == "ScaledDotProductAttention")
+
+
+__all__ = ["CACHE", "OpenVinoStatefulDecoder", "build", "cached_attention", "make_stateful",
+           "stateful_config"]

@@ -15,6 +15,8 @@ import pytest
 import tessera
 from tessera import backends, zoo
 from tessera.backends import KeepsDecoderCache, StatefulDecoder
+from tessera.backends._ov_attention import BEAM
+from tessera.backends._ov_stateful import cached_attention
 from tessera.errors import InputError
 from tessera.runtime import CompiledModel, DecoderLayout
 
@@ -100,9 +102,11 @@ def test_after_the_prefill_no_cache_passes_through_python(
         assert fed["position_ids"].tolist() == [[4 + step]]
         assert fed["input_ids"].tolist() == [[result.tokens[0, 4 + step]]]
     # OpenVINO's compiled form takes and gives no cache at all: it is state, which grew to
-    # the prompt and every token fed after it
+    # the prompt and every token fed after it, inside each layer's attention kernel (the
+    # beam rows it reads the state by are fed by the decoder itself)
     ov_model = decoder.compiled  # type: ignore[attr-defined]
-    assert {p.get_any_name() for p in ov_model.inputs} == set(NEW_TOKENS)
+    assert {p.get_any_name() for p in ov_model.inputs} == {*NEW_TOKENS, BEAM}
+    assert cached_attention(ov_model) == zoo.decoder_spec(name).layers
     assert [p.get_any_name() for p in ov_model.outputs] == ["logits"]
     state = decoder.state  # type: ignore[attr-defined]
     assert len(state) == 2 * zoo.decoder_spec(name).layers
