@@ -6,7 +6,11 @@ versions and a SHA-256 for every entry.
   and the ONNX files refer to it by that name, so partitions share the source's weights.
 - With the flow option link-params=false those tensors go instead to one file beside the
   artifact, `<artifact>.weights`: concatenated, each aligned, their offsets, lengths and
-  SHA-256s in the manifest. Loading memory-maps that file rather than reading it.
+  SHA-256s in the manifest.
+- Loading reads no weight into memory: tensors are hashed in pieces, then copied in pieces
+  into a weights entry of the cache (`tessera.ir._weights`, found there on the next load),
+  and the ONNX entries come back as skeletons referring to it. A loaded decoder's peak
+  memory is then its compiled form's, not the source model's weights twice over.
 - Writing goes to temporary files beside the targets, then renames (the weights file first,
   then the artifact that names it): no half-written file is ever visible.
 - Loading checks every checksum, never runs code from the file (no pickle, no shared
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
 import time
 import warnings
 import zipfile
@@ -33,7 +38,7 @@ from tessera.backends import CacheFormat
 from tessera.config import CompilationConfig
 from tessera.errors import ArtifactError
 from tessera.ir import extract_submodel
-from tessera.ir._weights import FILE, directory_of, mark, reference, refers
+from tessera.ir._weights import FILE, Weights, directory_of, mark, reference, refers, store
 from tessera.placement.record._costdb import machine
 from tessera.runtime._executor import widens_float16
 
@@ -48,6 +53,7 @@ if TYPE_CHECKING:
 FORMAT, VERSION = "tessera-artifact", 1
 MANIFEST = "manifest.json"
 _SHARED_BYTES = 1024  # initializers at least this big are stored once, by content
+_CHUNK = 16 << 20  # bytes hashed at a time
 _ALIGNMENT = 64  # of each tensor in a weights file: any dtype's views stay aligned
 Blob = bytes | memoryview  # a tensor's bytes, or a view of the model's weights file
 
@@ -231,17 +237,66 @@ def _inline_size(tensor: onnx.TensorProto) -> int:
 # -- reading -------------------------------------------------------------------------------
 @dataclass
 class Artifact:
-    """An artifact's verified contents. `weights` are the tensors of a weights file kept
-    beside it (link-params=false), as views of that file memory-mapped."""
+    """An artifact's verified contents. `files` holds its entries but the weights: those
+    stay where they are (`sources`: by tensor name, the file, offset and length of their
+    bytes, in the zip itself or in a weights file beside it), read into a weights entry
+    (`tessera.ir._weights`) once, on the first `model`. `weights` are the tensors of a
+    weights file kept beside it (link-params=false), as views of that file memory-mapped."""
 
     path: Path
     manifest: dict[str, Any]
     files: dict[str, bytes]
     weights: Mapping[str, np.ndarray] = field(default_factory=dict)
+    sources: Mapping[str, tuple[Path, int, int]] = field(default_factory=dict)
+    _held: tuple[Weights | None, dict[str, tuple[int, int] | bytes]] | None = field(
+        default=None, init=False, repr=False)
 
     def model(self, name: str) -> onnx.ModelProto:
-        return _internalize(self.files[name], {**self.files, **self.weights},
-                            f"{self.path}:{name}")
+        """The ONNX entry `name`: a skeleton whose weights refer to the weights entry of
+        this artifact's tensors (`held`), so none is read into memory here."""
+        import onnx
+
+        where = f"{self.path}:{name}"
+        try:
+            proto = onnx.load_from_string(self.files[name])
+        except Exception as err:
+            raise ArtifactError(f"{where} is not a valid ONNX model: {err}") from None
+        held, slots = self._entry()
+        pointed = False
+        for tensor in proto.graph.initializer:
+            if tensor.data_location != onnx.TensorProto.EXTERNAL:
+                continue
+            location = {e.key: e.value for e in tensor.external_data}.get("location", "")
+            slot = slots.get(location)
+            if isinstance(slot, tuple):
+                _refer(tensor, *slot)
+                pointed = True
+                continue
+            content = slot if slot is not None else self.files.get(location,
+                                                                     self.weights.get(location))
+            if content is None:  # never read a path outside the artifact
+                raise ArtifactError(f"{where}: weight {tensor.name!r} refers to {location!r}, "
+                                    "which the artifact does not contain")
+            tensor.raw_data = content if isinstance(content, bytes) else content.tobytes()
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.DEFAULT
+        if pointed and held is not None:
+            mark(proto, held.directory)
+        return proto
+
+    @property
+    def held(self) -> Weights | None:
+        """The weights entry the skeletons of `model` refer to, locked while this lives;
+        None before the first `model`, or when no tensor is large enough to keep apart."""
+        return self._held[0] if self._held is not None else None
+
+    def _entry(self) -> tuple[Weights | None, dict[str, tuple[int, int] | bytes]]:
+        """The weights entry of every tensor in `sources` (found in the cache, or copied
+        there from the artifact in pieces) and where each tensor is in it: (offset, length),
+        or its bytes for one small enough to stay in a proto."""
+        if self._held is None:
+            self._held = _weights_entry(self.path.parent, self.sources)
+        return self._held
 
     @property
     def plan(self) -> Plan:
@@ -255,19 +310,49 @@ class Artifact:
 
 
 def read(path: str | os.PathLike[str]) -> Artifact:
-    """The artifact at `path`, every entry checked against the manifest."""
+    """The artifact at `path`, every entry checked against the manifest. Entries are hashed
+    in pieces; the weights stored in the zip are not read into memory (`Artifact.sources`)."""
     where = Path(path)
     if not where.is_file():
         raise ArtifactError(f"no artifact at {where}; save one with `tessera compile ... -o "
                             f"{where.name}` or CompiledModel.save")
     try:
         with zipfile.ZipFile(where) as archive:
-            files = {name: archive.read(name) for name in archive.namelist()}
+            manifest = _manifest(where, archive)
+            listed = manifest.get("files", {})
+            files, sources, found = {}, {}, {}
+            for info in archive.infolist():
+                if info.filename == MANIFEST:
+                    continue
+                if info.filename.startswith("tensors/") and \
+                        info.compress_type == zipfile.ZIP_STORED:
+                    found[info.filename] = _streamed_sha(archive, info)
+                    sources[info.filename] = (where, _data_offset(where, info), info.file_size)
+                else:
+                    files[info.filename] = archive.read(info)
+                    found[info.filename] = _sha(files[info.filename])
     except (zipfile.BadZipFile, OSError, EOFError) as err:
         raise ArtifactError(f"{where} is not a tessera artifact (not a readable zip: {err}); "
                             "recompile the model") from None
+    for name in sorted(set(listed) | set(found)):
+        if name not in found:
+            raise ArtifactError(f"{where}: entry {name} is missing; the file is damaged")
+        if name not in listed or found[name] != listed[name]:
+            raise ArtifactError(f"{where}: entry {name} fails its SHA-256 check; the file is "
+                                "damaged or was edited: recompile the model")
+    weights: dict[str, np.ndarray] = {}
+    if "weights" in manifest:
+        weights = _map_weights(where, manifest["weights"])
+        beside = where.parent / manifest["weights"]["file"]
+        for tensor, entry in manifest["weights"]["tensors"].items():
+            sources[tensor] = (beside, int(entry["offset"]), int(entry["length"]))
+    return Artifact(where, manifest, files, weights, sources)
+
+
+def _manifest(where: Path, archive: zipfile.ZipFile) -> dict[str, Any]:
+    """The artifact's manifest, checked: format, version and its own checksum."""
     try:
-        manifest = json.loads(files.pop(MANIFEST))
+        manifest: dict[str, Any] = json.loads(archive.read(MANIFEST))
     except (KeyError, ValueError):
         raise ArtifactError(f"{where} has no readable {MANIFEST}; it is not a tessera "
                             "artifact or it is damaged: recompile the model") from None
@@ -282,15 +367,57 @@ def read(path: str | os.PathLike[str]) -> Artifact:
     if claimed != _sha(_canonical(manifest)):
         raise ArtifactError(f"{where}: the manifest's checksum does not match; the file is "
                             "damaged: recompile the model")
-    listed = manifest.get("files", {})
-    for name in sorted(set(listed) | set(files)):
-        if name not in files:
-            raise ArtifactError(f"{where}: entry {name} is missing; the file is damaged")
-        if name not in listed or _sha(files[name]) != listed[name]:
-            raise ArtifactError(f"{where}: entry {name} fails its SHA-256 check; the file is "
-                                "damaged or was edited: recompile the model")
-    weights = _map_weights(where, manifest["weights"]) if "weights" in manifest else {}
-    return Artifact(where, manifest, files, weights)
+    return manifest
+
+
+def _streamed_sha(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> str:
+    digest = hashlib.sha256()
+    with archive.open(info) as entry:
+        while chunk := entry.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _data_offset(where: Path, info: zipfile.ZipInfo) -> int:
+    """Where a stored entry's bytes start in the zip: after its local header, whose name
+    and extra field lengths may differ from the central directory's."""
+    with where.open("rb") as handle:
+        handle.seek(info.header_offset)
+        header = handle.read(30)
+    if len(header) != 30 or header[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"entry {info.filename} has no local header")
+    name_length, extra_length = struct.unpack("<HH", header[26:30])
+    return int(info.header_offset) + 30 + int(name_length) + int(extra_length)
+
+
+def _weights_entry(base: Path, sources: Mapping[str, tuple[Path, int, int]]
+                   ) -> tuple[Weights | None, dict[str, tuple[int, int] | bytes]]:
+    """Every tensor of `sources` moved, in pieces, into one weights entry (`_weights.store`:
+    found in the cache when the same tensors were loaded before); where each one went."""
+    import onnx
+
+    if not sources:
+        return None, {}
+    bundle = onnx.ModelProto()
+    for name, (file, offset, length) in sources.items():
+        tensor = bundle.graph.initializer.add()
+        tensor.name, tensor.data_type = name, onnx.TensorProto.UINT8
+        tensor.dims.append(length)
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", file.name), ("offset", str(offset)),
+                           ("length", str(length))):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, value
+    # tensors are named by their SHA-256: their names are what the entry holds
+    held = store(bundle, base, f"artifact tensors {_sha(json.dumps(list(sources)).encode())}")
+    return held, {t.name: reference(t) or t.raw_data for t in bundle.graph.initializer}
+
+
+def _refer(tensor: onnx.TensorProto, offset: int, length: int) -> None:
+    del tensor.external_data[:]
+    for key, value in (("location", FILE), ("offset", str(offset)), ("length", str(length))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
 
 
 def _map_weights(where: Path, layout: Any) -> dict[str, np.ndarray]:
@@ -334,28 +461,6 @@ def _map_weights(where: Path, layout: Any) -> dict[str, np.ndarray]:
                                 f"damaged or from another save: {fix}")
         views[tensor] = view
     return views
-
-
-def _internalize(data: bytes, files: Mapping[str, bytes | np.ndarray], where: str
-                 ) -> onnx.ModelProto:
-    import onnx
-
-    try:
-        model = onnx.load_from_string(data)
-    except Exception as err:
-        raise ArtifactError(f"{where} is not a valid ONNX model: {err}") from None
-    for tensor in model.graph.initializer:
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        location = {e.key: e.value for e in tensor.external_data}.get("location", "")
-        if location not in files:  # never read a path outside the artifact
-            raise ArtifactError(f"{where}: weight {tensor.name!r} refers to {location!r}, "
-                                "which the artifact does not contain")
-        content = files[location]
-        tensor.raw_data = content if isinstance(content, bytes) else content.tobytes()
-        del tensor.external_data[:]
-        tensor.data_location = onnx.TensorProto.DEFAULT
-    return model
 
 
 def _sha(data: Blob) -> str:

@@ -55,6 +55,7 @@ class CompiledModel:
         self.policy = policy or policy_for(config, plan)
         self.transfers = plan_devices(plan)
         self.sources = ["compiled"] * len(parts)  # per partition; a loaded one says how
+        self.keeps: list[object] = []  # what must live as long as it (a weights entry)
         flow = model.dataflow
         types = flow.value_types
         kinds = {v.name: value_kind(v.type) for v in flow.graph.input}

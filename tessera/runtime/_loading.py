@@ -12,7 +12,7 @@ from tessera import backends
 from tessera.backends import CacheFormat, Compiled
 from tessera.backends._threads import ThreadPolicy, core_budget
 from tessera.errors import ArtifactError, TesseraError
-from tessera.ir import Model, extract_submodel, load_model
+from tessera.ir import Model, extract_submodel, inline_weights, load_model
 from tessera.placement import Partition, replace_lost
 from tessera.placement.record._costdb import machine
 from tessera.placement.search import assign_devices
@@ -54,6 +54,7 @@ def load(path: str | os.PathLike[str], *, allow_fallback: bool = False) -> Compi
              for part, record in zip(plan.partitions, records, strict=True)]
     compiled = assemble(model, config, plan, [b for b, _ in built], policy)
     compiled.sources = [how for _, how in built]
+    compiled.keeps.append(artifact.held)  # the weights entry its submodels refer to
     return compiled
 
 
@@ -73,7 +74,7 @@ def _build(artifact: Artifact, model: Model, part: Partition, record: dict[str, 
     if cache and same_machine and record.get("built_as") == str(target):
         data = artifact.files[cache]
         if record.get("cache_format") == CacheFormat.ONNX:  # read back from JSON as text
-            data = artifact.model(cache).SerializeToString()
+            data = inline_weights(artifact.model(cache)).SerializeToString()
         try:
             return backend.compile_cached(submodel, target, data, device=device), "cache"
         except TesseraError:

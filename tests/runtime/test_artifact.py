@@ -11,10 +11,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from onnx import numpy_helper
 
 import tessera
 from tessera import backends, zoo
 from tessera.errors import ArtifactError
+from tessera.ir import inline_weights
+from tessera.ir._external import directory_of
+from tessera.ir._external import reference as weight_reference
 from tessera.runtime import FallbackWarning
 from tessera.runtime._artifact import MANIFEST, _canonical, _sha, read
 
@@ -97,6 +101,34 @@ def test_weights_are_stored_once(tmp_path: Path) -> None:
     assert all(n == MANIFEST or n.endswith((".json", ".onnx")) or n.startswith(
         ("tensors/", "caches/")) for n in names)
     assert [p.name for p in tmp_path.glob("mlp.tess*")] == ["mlp.tess"]  # link-params=true
+
+
+def test_loading_reads_no_weight_into_memory(tmp_path: Path) -> None:
+    """The weights stored in the zip are hashed in pieces and copied once, in pieces, into
+    a weights entry; each ONNX entry comes back as a skeleton referring to it, holding the
+    saved values. A second load finds that entry and writes nothing."""
+    compiled = mixed()
+    path = compiled.save(tmp_path / "mlp.tess")
+    artifact = read(path)
+    assert artifact.sources and not any(n.startswith("tensors/") for n in artifact.files)
+    skeleton = artifact.model("model.onnx")
+    held = artifact.held
+    assert held is not None and directory_of(skeleton) == held.directory
+    kept = [t for t in skeleton.graph.initializer if weight_reference(t) is not None]
+    assert kept and not any(t.raw_data for t in kept)
+
+    def values(proto: onnx.ModelProto) -> dict[str, np.ndarray]:
+        return {t.name: numpy_helper.to_array(t)
+                for t in inline_weights(proto).graph.initializer}
+
+    want, got = values(compiled.model.proto), values(skeleton)
+    assert want.keys() == got.keys()
+    assert all(np.array_equal(got[name], want[name]) for name in want)
+    written = held.path.stat().st_mtime_ns
+    again = read(path)
+    again.model("model.onnx")
+    assert again.held is not None and again.held.directory == held.directory
+    assert held.path.stat().st_mtime_ns == written
 
 
 def test_link_params_false_keeps_the_weights_beside_the_artifact(tmp_path: Path) -> None:
