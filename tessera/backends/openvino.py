@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessera._private.cores import cpu_flags
+from tessera._private.text import typed_line
 from tessera.backends import _deviations as dev
 from tessera.backends import _ov_stateful, _quantize
 from tessera.backends._answer import Support
@@ -34,6 +35,7 @@ from tessera.backends._protocol import (
 )
 from tessera.backends._threads import core_budget, threads_attr
 from tessera.errors import CompileError
+from tessera.ir._decoder import DecoderNames
 from tessera.ir._weights import staged
 from tessera.target import AttrSpec, AttrType, Target, register_kind
 
@@ -468,8 +470,16 @@ class OpenVinoBackend(ProbedBackend):
     def _compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
                         ) -> Compiled:
         core = _core()
-        imported = core.import_model(cache, "CPU", compile_config(target))
         # an artifact's submodel is the form compiled (a quantized partition's prepared form)
+        if DecoderNames.of_graph(submodel.graph) is not None:
+            # a loaded decoder generates through its stateful form, compiled from the
+            # submodel: its plain form is compiled only for `run`, so the two hold the
+            # weights twice only where both are used
+            config = compile_config(target)
+            return _OpenVinoCompiled(
+                self.name, submodel, target, None, lambda: _read(core, submodel),
+                lambda: core.compile_model(_read(core, submodel), "CPU", config))
+        imported = core.import_model(cache, "CPU", compile_config(target))
         return _OpenVinoCompiled(self.name, submodel, target, imported,
                                  lambda: _read(core, submodel))
 
@@ -487,10 +497,13 @@ class _OpenVinoCompiled(Compiled):
     model it was compiled from again, for its stateful form (`stateful_decoder`). It holds
     the submodel, a skeleton whose weights are references into the model's weights file."""
 
-    def __init__(self, backend: str, model: onnx.ModelProto, target: Target, compiled: Any,
-                 read: Callable[[], Any]):
+    def __init__(self, backend: str, model: onnx.ModelProto, target: Target,
+                 compiled: Any | None, read: Callable[[], Any],
+                 compile_later: Callable[[], Any] | None = None):
         super().__init__(backend, model, target)
-        self.compiled = compiled
+        self._compiled = compiled
+        self._compile_later = compile_later  # where `compiled` is None: made on first use
+        self._compiled_lock = threading.Lock()
         self._reread = read
         self._stateful: dict[tuple[Any, ...], StatefulDecoder] = {}
         self._stateful_lock = threading.Lock()
@@ -501,8 +514,27 @@ class _OpenVinoCompiled(Compiled):
         self._local = _PerThread()
         # outputs already of the declared types need no per-run check: after an inference
         # evicted the interpreter's caches, that check alone cost ~5 us (bert-tiny: 2.5%)
-        self._exact = _declared_types(compiled, self._dtypes)
+        self._exact = compiled is not None and _declared_types(compiled, self._dtypes)
+        self._infer = self._make_infer() if compiled is not None else self._first_infer
+
+    @property
+    def compiled(self) -> Any:
+        """The `openvino.CompiledModel`, compiled here on first use where it was deferred."""
+        if self._compiled is None:
+            with self._compiled_lock:
+                if self._compiled is None:
+                    assert self._compile_later is not None
+                    try:
+                        self._compiled = self._compile_later()
+                    except Exception as err:
+                        raise CompileError(f"openvino could not compile the partition: "
+                                           f"{typed_line(err)}") from err
+        return self._compiled
+
+    def _first_infer(self, feeds: dict[str, np.ndarray]) -> Any:
+        self.compiled  # noqa: B018 (compiled once, under its lock)
         self._infer = self._make_infer()
+        return self._infer(feeds)
 
     def stateful_decoder(self, cache: Mapping[str, str], tokens: str, logits: str
                          ) -> StatefulDecoder | None:

@@ -15,6 +15,7 @@ from tessera.ir._model import Model
 
 if TYPE_CHECKING:
     import numpy as np
+    import onnx
 
 # the past's spellings, each with the present that pairs with it
 PAST_FORMS = (
@@ -50,7 +51,11 @@ class DecoderNames:
     def of(cls, model: Model) -> DecoderNames | None:
         """The roles where `model` is a decoder with a cache (token ids, logits, and every
         past paired with its present, nothing else fed); else None."""
-        graph = model.proto.graph
+        return cls.of_graph(model.proto.graph)
+
+    @classmethod
+    def of_graph(cls, graph: onnx.GraphProto) -> DecoderNames | None:
+        """`of` for an ONNX graph (a backend's submodel)."""
         weights = {t.name for t in graph.initializer}
         inputs = [v.name for v in graph.input if v.name not in weights]
         outputs = [v.name for v in graph.output]

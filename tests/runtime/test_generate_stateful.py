@@ -210,6 +210,16 @@ def test_a_loaded_artifact_keeps_the_cache_in_openvino(
     result = loaded.generate(ids, 16)
     assert result.cache == "openvino state"
     np.testing.assert_array_equal(result.tokens, model.generate(ids, 16).tokens)
+    # generating never compiled the plain form beside the stateful one (the weights held
+    # once); `run` compiles it on first use, and it computes what the saved model does
+    (part,) = loaded.parts
+    assert part._compiled is None  # type: ignore[attr-defined]
+    feeds = zoo.decoder_inputs("gpt2-kv-tiny", 5, seed=2)
+    want = model.run(feeds)
+    got = loaded.run(feeds)
+    assert part._compiled is not None  # type: ignore[attr-defined]
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", TINY)
