@@ -153,6 +153,8 @@ def int8_attrs() -> tuple[AttrSpec, ...]:
     )
 
 
+SMOOTHQUANT_ALPHA = "0.15"  # NNCF's published alpha for ViT-B/16, and the suite's best
+
 _ORT_ONLY = ("int8-activations", "int8-symmetric", "int8-per-channel", "int8-calibration")
 _NNCF_ONLY = ("int8-preset", "int8-smoothquant")
 _DEFAULTS: dict[str, Any] = {

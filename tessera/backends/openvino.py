@@ -398,7 +398,10 @@ class OpenVinoBackend(ProbedBackend):
                      for recipe in _quantize.recipes_for(cpu_flags()))
         weights: tuple[Target, ...] = ()
         if importlib.util.find_spec("nncf") is not None:  # OpenVINO's own quantizer too
-            int8 += (target.with_attrs(**{"precision": "int8", "int8-quantizer": "nncf"}),)
+            nncf = {"precision": "int8", "int8-quantizer": "nncf"}
+            # SmoothQuant's alpha for a transformer: NNCF's default, its ViT value, and off
+            int8 += tuple(target.with_attrs(**nncf, **alpha) for alpha in (
+                {}, {"int8-smoothquant": _quantize.SMOOTHQUANT_ALPHA}, {"int8-smoothquant": "off"}))
             weights = (target.with_attrs(**{"precision": "int8", "int8-recipe": "weights"}),
                        target.with_attrs(precision="int4"))
         return (*int8, *wider, *weights)

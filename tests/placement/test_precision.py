@@ -194,8 +194,9 @@ def test_variants_are_offered_per_target_and_a_precision_the_user_set_is_kept() 
 
 
 def test_variants_come_in_the_order_of_their_expected_payoff() -> None:
-    """Static int8 first (NNCF's before ONNX Runtime's), the float forms, dynamic int8 last;
-    the config's priority within each."""
+    """Static int8 first (NNCF's before ONNX Runtime's; with attention ONNX Runtime's, then
+    NNCF's at SmoothQuant alpha 0.15), the float forms, dynamic int8 last; the config's
+    priority within each."""
     found = [str(v) for v in variants_of(CompilationConfig.create("openvino,onnxruntime"))]
     ranks = [payoff_rank(Target(v)) for v in found]
     assert ranks == sorted(ranks)
@@ -207,10 +208,23 @@ def test_variants_come_in_the_order_of_their_expected_payoff() -> None:
     assert [payoff_rank(Target(t)) for t in (
         "openvino -precision=int8 -int8-quantizer=nncf", "openvino -precision=int8",
         "openvino -precision=bf16", "onnxruntime -precision=int8 -int8-recipe=dynamic")] == [
-        0, 1, 2, 3]
-    # with attention, ONNX Runtime's static form (its matrix products alone) comes first
+        0, 1, 4, 5]
+    # SmoothQuant's alphas are offered only where there is attention; there ONNX Runtime's
+    # static form (its matrix products alone) comes first, then NNCF's form at alpha 0.15,
+    # then NNCF's other alphas
+    assert not any("smoothquant" in v for v in found)
+    with_attention = [str(v) for v in variants_of(
+        CompilationConfig.create("openvino,onnxruntime"), attention=True)]
+    if "openvino -precision=int8 -int8-quantizer=nncf" in with_attention:
+        assert with_attention[:5] == [
+            "openvino -precision=int8", "onnxruntime -precision=int8 -int8-recipe=static",
+            "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=0.15",
+            "openvino -precision=int8 -int8-quantizer=nncf",
+            "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off"]
     assert [payoff_rank(Target(t), attention=True) for t in (
-        "openvino -precision=int8 -int8-quantizer=nncf", "openvino -precision=int8")] == [1, 0]
+        "openvino -precision=int8", "openvino -precision=int8 -int8-quantizer=nncf "
+        "-int8-smoothquant=0.15", "openvino -precision=int8 -int8-quantizer=nncf",
+        "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off")] == [0, 1, 2, 2]
 
 
 def test_once_the_precision_time_is_spent_no_new_variant_is_tried() -> None:
