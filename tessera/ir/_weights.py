@@ -378,13 +378,26 @@ def _write(directory: Path, tensors: list[onnx.TensorProto], slots: list[_Slot],
 
 def _temporary(tensors: list[onnx.TensorProto], slots: list[_Slot], end: int) -> Weights:
     """A private copy, removed with the model: nothing to keep across a crash, no fsync."""
-    fresh = Path(tempfile.mkdtemp(prefix="tessera-weights-"))
+    try:
+        fresh = Path(tempfile.mkdtemp(prefix="tessera-weights-"))
+    except OSError as err:
+        raise _no_room(end, err) from None
     try:
         _write(fresh, tensors, slots, end)
+    except OSError as err:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise _no_room(end, err) from None
     except BaseException:
         shutil.rmtree(fresh, ignore_errors=True)
         raise
     return Weights(fresh, None, temporary=True)
+
+
+def _no_room(size: int, err: OSError) -> ModelError:
+    return ModelError(f"the model's weights ({size / 2**20:.0f} MiB) could not be written to "
+                      f"the weights cache nor to {tempfile.gettempdir()} ({err.strerror or err}"
+                      "): free disk space there, or set TESSERA_CACHE to a directory on a "
+                      "disk with room")
 
 
 def evict(root: Path, limit: int, keep: Path | None = None) -> list[str]:

@@ -205,6 +205,27 @@ def test_without_a_writable_cache_a_temporary_directory_stands_in(
     assert not folder.exists()
 
 
+def test_a_full_disk_is_a_model_error_that_says_where_and_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_bytes(b"")
+    monkeypatch.setenv("TESSERA_CACHE", str(blocker / "cache"))  # no cache: the temporary
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temporary))
+    writes = weights_module._write
+
+    def full(directory: Path, *args: object) -> None:
+        writes(directory, *args)  # type: ignore[arg-type]
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(weights_module, "_write", full)
+    with pytest.raises(ModelError, match=r"could not be written to the weights cache nor to "
+                                         r".*No space left on device.*TESSERA_CACHE"):
+        load_model(mlp(hidden=64))
+    assert list(temporary.iterdir()) == []  # the half-written copy is gone
+
+
 _DTYPES = [np.float32, np.float16, np.float64, np.int8, np.int64, np.uint16]
 
 
