@@ -160,10 +160,11 @@ def build(read: Callable[[], Any], core: Any, config: Mapping[str, str],
         model = read()
         fused = fuse_attention(model)
         variables = make_stateful(model, cache, tokens)
-        beams = fused > 0 and gather_beams(model)
+        # a key and a value variable per attention, every one read by its kernel; where
+        # any is not, a beam Gather would copy the whole cache each step
+        beams = fused > 0 and 2 * fused == len(variables) and gather_beams(model)
         compiled = core.compile_model(model, "CPU", properties)
-        if beams and cached_attention(compiled) < fused:
-            # the plugin kept some attention apart: its Gather would copy the cache each step
+        if beams and 2 * cached_attention(compiled) < len(variables):  # the plugin kept some apart
             model = read()
             variables = make_stateful(model, cache, tokens)
             compiled = core.compile_model(model, "CPU", properties)
