@@ -88,6 +88,27 @@ def test_a_script_without_a_main_guard_can_compile(tmp_path: Path) -> None:
     assert done.stdout.count("measured") == 1 and int(done.stdout.split()[-1]) > 0
 
 
+def test_a_ctrl_c_while_a_worker_starts_is_delivered_once_it_has_started() -> None:
+    """Ctrl-C is held, not dropped, for the milliseconds a measuring worker starts: the
+    compile sees it as soon as the start is over."""
+    import signal
+    import threading
+    import time
+
+    from tessera.placement.measure._worker import _ctrl_c_held
+
+    reached = False
+    with pytest.raises(KeyboardInterrupt), _ctrl_c_held():
+        # to this thread: held, it stays pending (another thread taking a process-wide one
+        # would hand it to this thread at once, which is not lost either)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        time.sleep(0.05)  # a signal not held would interrupt here
+        reached = True
+    assert reached
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
 def test_the_measuring_worker_ignores_ctrl_c_meant_for_the_compile() -> None:
     import os
     import signal

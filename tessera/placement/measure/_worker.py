@@ -169,24 +169,35 @@ class MeasureWorker:
 
 @contextlib.contextmanager
 def _ctrl_c_held() -> Iterator[None]:
-    """SIGINT ignored while the worker starts: a process inherits an ignored signal, so the
-    worker ignores Ctrl-C from its first instruction, and one pressed while it imports
-    neither kills it nor prints its traceback (the caller misses a Ctrl-C of these few
-    milliseconds). Only the main thread may change signal handlers."""
+    """SIGINT blocked on this thread while the worker starts: the worker inherits the
+    blocked signal, so a Ctrl-C while it imports stays pending there until `_serve` ignores
+    it (neither killing it nor printing its traceback). Here it is never dropped: pending
+    until the start is over, or taken at once by another thread. (Ignoring SIGINT for those
+    milliseconds instead lost a Ctrl-C pressed then.) Only the main thread may change
+    signal handling."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not hasattr(signal, "pthread_sigmask"):  # no signal masks here: ignore it meanwhile
+        held = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, held)
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, held)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _serve(conn: Any) -> None:
     # Ctrl-C in a terminal reaches the whole process group: the compiling process decides
     # what an interrupt means, and a worker dying of it would mark its candidate crashed
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # discards one pending since the start
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
     for module in filter(None, os.environ.get("TESSERA_PLUGINS", "").split(",")):
         importlib.import_module(module.strip())
