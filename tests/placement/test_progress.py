@@ -151,8 +151,12 @@ def test_an_interrupt_while_building_is_an_interrupted_compile() -> None:
 # its progress callback writes one line once a few candidates are measured (on a pipe the
 # command itself draws no progress)
 _CLI_SAYING_WHEN_MEASURING = """
-import contextlib, os
+import contextlib, os, signal
 from tessera.cli import _build, main
+
+# as a shell starts a command: Ctrl-C raises KeyboardInterrupt, whatever the test process
+# that started this one had made of SIGINT (a process inherits an ignored signal)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ready = os.fdopen(int(os.environ["READY_FD"]), "w")
 

@@ -98,14 +98,17 @@ def test_a_ctrl_c_while_a_worker_starts_is_delivered_once_it_has_started() -> No
     from tessera.placement.measure._worker import _ctrl_c_held
 
     reached = False
-    with pytest.raises(KeyboardInterrupt), _ctrl_c_held():
-        # to this thread: held, it stays pending (another thread taking a process-wide one
-        # would hand it to this thread at once, which is not lost either)
-        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
-        time.sleep(0.05)  # a signal not held would interrupt here
-        reached = True
+    handled = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a shell
+    try:
+        with pytest.raises(KeyboardInterrupt), _ctrl_c_held():
+            # to this thread: held, it stays pending (another thread taking a process-wide
+            # one would hand it to this thread at once, which is not lost either)
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            time.sleep(0.05)  # a signal not held would interrupt here
+            reached = True
+    finally:
+        signal.signal(signal.SIGINT, handled)
     assert reached
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
 
 
