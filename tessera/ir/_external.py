@@ -45,6 +45,22 @@ def reference(tensor: onnx.TensorProto) -> tuple[int, int] | None:
     return int(info.get("offset", "0")), int(info.get("length", "0"))
 
 
+def refer(tensor: onnx.TensorProto, offset: int, length: int, location: str = FILE) -> None:
+    """Make `tensor` a reference to `length` bytes at `offset` of `location` (by default the
+    weights file), its own bytes dropped."""
+    import onnx
+
+    tensor.ClearField("raw_data")
+    for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
+        tensor.ClearField(field)
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    del tensor.external_data[:]
+    for key, value in (("location", location), ("offset", str(offset)),
+                       ("length", str(length))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+
+
 def stays_inline(data_type: int, dims: Sequence[int], nbytes: int) -> bool:
     """Whether a weight stays in the proto: small ones, strings, and the integer tables of
     shapes and indices (support checks and probes read those as constants)."""
@@ -184,5 +200,5 @@ def staged(proto: onnx.ModelProto) -> Iterator[Path | None]:
 
 
 __all__ = ["FILE", "INLINE_BYTES", "METADATA_KEY", "NAMES", "directory_of", "inline",
-           "inline_tensor", "is_external", "mark", "reference", "refers", "staged",
+           "inline_tensor", "is_external", "mark", "refer", "reference", "refers", "staged",
            "stays_inline", "weights_as_feeds"]

@@ -43,6 +43,7 @@ from tessera.ir._external import (
     inline_tensor,
     is_external,
     mark,
+    refer,
     reference,
     refers,
     staged,
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
 _LOCK, _DONE = "lock", "done"
 _PAGE, _ALIGN, _PAGE_FROM = 4096, 64, 64 << 10  # tensors of 64 KiB or more start on a page
 _CHUNK = 16 << 20
-_TYPED_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data")
 
 
 class Weights:
@@ -276,17 +276,7 @@ def _read_external(tensor: onnx.TensorProto, base: Path) -> bytes:
 
 def _point(tensor: onnx.TensorProto, slot: _Slot) -> None:
     """The tensor, now a reference to its slot of the weights file."""
-    import onnx
-
-    tensor.ClearField("raw_data")
-    for field in _TYPED_FIELDS:
-        tensor.ClearField(field)
-    tensor.data_location = onnx.TensorProto.EXTERNAL
-    del tensor.external_data[:]
-    for key, value in (("location", FILE), ("offset", str(slot.offset)),
-                       ("length", str(slot.length))):
-        entry = tensor.external_data.add()
-        entry.key, entry.value = key, value
+    refer(tensor, slot.offset, slot.length)
 
 
 def _entry(key: str, tensors: list[onnx.TensorProto], slots: list[_Slot], end: int
@@ -437,4 +427,5 @@ def _remove(entry: Path) -> bool:
 
 # the proto's side (`_external`) is imported from here too, by the layers above
 __all__ = ["FILE", "Weights", "adopt", "attach", "directory_of", "evict", "held", "inline",
-           "mark", "reference", "refers", "staged", "store", "weights_as_feeds"]
+           "mark", "refer", "reference", "refers", "staged", "store",
+           "weights_as_feeds"]

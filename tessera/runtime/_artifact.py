@@ -38,7 +38,16 @@ from tessera.backends import CacheFormat
 from tessera.config import CompilationConfig
 from tessera.errors import ArtifactError
 from tessera.ir import extract_submodel
-from tessera.ir._weights import FILE, Weights, directory_of, mark, reference, refers, store
+from tessera.ir._weights import (
+    FILE,
+    Weights,
+    directory_of,
+    mark,
+    refer,
+    reference,
+    refers,
+    store,
+)
 from tessera.placement.record._costdb import machine
 from tessera.runtime._executor import widens_float16
 
@@ -269,7 +278,7 @@ class Artifact:
             location = {e.key: e.value for e in tensor.external_data}.get("location", "")
             slot = slots.get(location)
             if isinstance(slot, tuple):
-                _refer(tensor, *slot)
+                refer(tensor, *slot)
                 pointed = True
                 continue
             content = slot if slot is not None else self.files.get(location,
@@ -403,21 +412,10 @@ def _weights_entry(base: Path, sources: Mapping[str, tuple[Path, int, int]]
         tensor = bundle.graph.initializer.add()
         tensor.name, tensor.data_type = name, onnx.TensorProto.UINT8
         tensor.dims.append(length)
-        tensor.data_location = onnx.TensorProto.EXTERNAL
-        for key, value in (("location", file.name), ("offset", str(offset)),
-                           ("length", str(length))):
-            entry = tensor.external_data.add()
-            entry.key, entry.value = key, value
+        refer(tensor, offset, length, file.name)
     # tensors are named by their SHA-256: their names are what the entry holds
     held = store(bundle, base, f"artifact tensors {_sha(json.dumps(list(sources)).encode())}")
     return held, {t.name: reference(t) or t.raw_data for t in bundle.graph.initializer}
-
-
-def _refer(tensor: onnx.TensorProto, offset: int, length: int) -> None:
-    del tensor.external_data[:]
-    for key, value in (("location", FILE), ("offset", str(offset)), ("length", str(length))):
-        entry = tensor.external_data.add()
-        entry.key, entry.value = key, value
 
 
 def _map_weights(where: Path, layout: Any) -> dict[str, np.ndarray]:
