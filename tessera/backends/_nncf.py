@@ -85,8 +85,10 @@ def nncf_compress(model: onnx.ModelProto, *, bits: int, float_ops: Sequence[str]
     nncf, bare, advanced = _prepared(model, scratch, compression=True)
     options: dict[str, Any] = {"advanced_parameters": advanced}
     # NNCF's ONNX int4 form of an embedding's Gather is a MatMulNBits over the token ids,
-    # which no runtime takes: embeddings keep their weights (a step reads one row of them)
-    ignored_types = ["Gather"] if bits == 4 else []
+    # which no runtime takes: embeddings keep their weights (a step reads one row of them);
+    # a convolution's (ViT's patches) gets per-channel scales of rank 4, which OpenVINO's
+    # reader refuses ("Dequantization scale needs to be a scalar or a vector")
+    ignored_types = ["Conv", "ConvTranspose", *(["Gather"] if bits == 4 else [])]
     if float_ops or ignored_types:
         options["ignored_scope"] = nncf.IgnoredScope(names=list(float_ops),
                                                      types=ignored_types, validate=False)

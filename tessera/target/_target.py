@@ -161,10 +161,15 @@ class Target:
         return Target._make(self.kind, dict(self.attr_items), None, self.tag)
 
     def with_attrs(self, **changes: Any) -> Target:
-        """A copy with some attributes changed (names may use '_' for '-'); validated."""
+        """A copy with some attributes changed (names may use '_' for '-'; None unsets
+        one); validated."""
         raw: dict[str, Any] = dict(self.explicit_attrs)
-        raw.update({self.kind.attr(_norm(k), context=str(self)).name: v
-                    for k, v in changes.items()})
+        for key, value in changes.items():
+            name = self.kind.attr(_norm(key), context=str(self)).name
+            if value is None:
+                raw.pop(name, None)
+            else:
+                raw[name] = value
         return _assemble(self.kind, raw, self.host, self.tag, context=str(self))
 
     # -- serialisation -------------------------------------------------------------------

@@ -309,3 +309,46 @@ def test_a_weight_only_form_suits_parts_whose_weights_feed_matrix_products() -> 
     refused = weight_bound(variant, {"MatMul": 100, "Conv": 900})
     assert not refused and "hold 10% of the weights" in refused.reason
     assert not weight_bound(variant, {})
+
+
+def _conv_then_matmul() -> onnx.ModelProto:
+    """x[1, 4, 8, 8] -> Conv 16x4x3x3 -> Flatten -> MatMul 576x256: a convolution's 4-D
+    weight (ViT's patches) before a matrix product."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    weights = [numpy_helper.from_array((rng.standard_normal(shape) * 0.05).astype(np.float32),
+                                       name) for name, shape in (("k", (16, 4, 3, 3)),
+                                                                 ("w", (576, 256)))]
+    nodes = [helper.make_node("Conv", ["x", "k"], ["c"], name="conv"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flat"),
+             helper.make_node("MatMul", ["f", "w"], ["y"], name="mm")]
+    graph = helper.make_graph(
+        nodes, "conv_mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])], initializer=weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.skipif(not backends.get("openvino").is_available().ok
+                    or importlib.util.find_spec("nncf") is None, reason="needs openvino, nncf")
+def test_openvinos_weight_only_form_keeps_convolutions_and_groups_activations_as_asked() -> None:
+    """A convolution keeps its float weights (OpenVINO's reader refuses NNCF's rank-4
+    scales), the matrix product's are compressed; each activation group size reaches
+    OpenVINO and agrees with the reference (trusted for float Conv/MatMul)."""
+    from tessera.backends.openvino import compile_config
+
+    model = _conv_then_matmul()
+    backend = backends.get("openvino")
+    prepared = backend.prepare(model, Target("openvino -precision=int8 -int8-recipe=weights"),
+                               None)
+    assert [n.op_type for n in prepared.graph.node].count("DequantizeLinear") == 1
+    assert "k" in {t.name for t in prepared.graph.initializer}
+    reference = backends.get("reference").compile(model, check=False)
+    rng = np.random.default_rng(6)
+    feeds = [{"x": rng.standard_normal((1, 4, 8, 8)).astype(np.float32)} for _ in range(3)]
+    for group in (0, 64, 192):
+        spelled = f"openvino -precision=int8 -int8-recipe=weights -dq-group-size={group}"
+        assert compile_config(Target(spelled))["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == str(group)
+        assert _cosine_error(backend.compile(model, spelled), reference, feeds) <= 1e-3
+    assert "DYNAMIC_QUANTIZATION_GROUP_SIZE" not in compile_config(
+        Target("openvino -precision=int8 -int8-recipe=weights"))

@@ -194,9 +194,9 @@ def test_variants_are_offered_per_target_and_a_precision_the_user_set_is_kept() 
 
 
 def test_variants_come_in_the_order_of_their_expected_payoff() -> None:
-    """Static int8 first (NNCF's before ONNX Runtime's; with attention ONNX Runtime's, then
-    NNCF's at SmoothQuant alpha 0.15), the float forms, dynamic int8 last; the config's
-    priority within each."""
+    """Static int8 first (NNCF's before ONNX Runtime's; with attention the 8-bit weight-only
+    forms, then NNCF's at SmoothQuant alpha 0.15), the float forms, dynamic int8 last; the
+    config's priority within each."""
     found = [str(v) for v in variants_of(CompilationConfig.create("openvino,onnxruntime"))]
     ranks = [payoff_rank(Target(v)) for v in found]
     assert ranks == sorted(ranks)
@@ -209,22 +209,28 @@ def test_variants_come_in_the_order_of_their_expected_payoff() -> None:
         "openvino -precision=int8 -int8-quantizer=nncf", "openvino -precision=int8",
         "openvino -precision=bf16", "onnxruntime -precision=int8 -int8-recipe=dynamic")] == [
         0, 1, 4, 5]
-    # SmoothQuant's alphas are offered only where there is attention; there ONNX Runtime's
-    # static form (its matrix products alone) comes first, then NNCF's form at alpha 0.15,
-    # then NNCF's other alphas
+    # with attention the 8-bit weight-only forms come first (no calibration; OpenVINO
+    # quantizes their activations per token as it runs), then NNCF's static form at
+    # SmoothQuant alpha 0.15, ONNX Runtime's static form (its matrix products alone), then
+    # NNCF's other alphas; SmoothQuant's alphas are offered only where there is attention
     assert not any("smoothquant" in v for v in found)
     with_attention = [str(v) for v in variants_of(
         CompilationConfig.create("openvino,onnxruntime"), attention=True)]
     if "openvino -precision=int8 -int8-quantizer=nncf" in with_attention:
-        assert with_attention[:5] == [
-            "openvino -precision=int8", "onnxruntime -precision=int8 -int8-recipe=static",
+        assert with_attention[:6] == [
+            "openvino -precision=int8 -int8-recipe=weights",
             "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=0.15",
+            "openvino -precision=int8", "onnxruntime -precision=int8 -int8-recipe=static",
             "openvino -precision=int8 -int8-quantizer=nncf",
             "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off"]
     assert [payoff_rank(Target(t), attention=True) for t in (
-        "openvino -precision=int8", "openvino -precision=int8 -int8-quantizer=nncf "
-        "-int8-smoothquant=0.15", "openvino -precision=int8 -int8-quantizer=nncf",
-        "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off")] == [0, 1, 2, 2]
+        "openvino -precision=int8 -int8-recipe=weights",
+        "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=0.15",
+        "openvino -precision=int8", "openvino -precision=int8 -int8-quantizer=nncf",
+        "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off",
+        "openvino -precision=int4",
+        "onnxruntime -precision=int8 -int8-recipe=weights -matmul-accuracy=4")] == [
+        0, 1, 2, 3, 3, 5, 5]
 
 
 def test_once_the_precision_time_is_spent_no_new_variant_is_tried() -> None:
@@ -498,3 +504,27 @@ def test_a_warm_compile_with_samples_builds_the_remembered_plan_alone(
     assert plans == [[str(p.target) for p in first.plan.partitions]]
     assert again.plan.stats.source is not None and again.plan.stats.source.cache is not None
     assert [str(p.target) for p in again.plan.partitions] == plans[0]
+
+
+@pytest.mark.skipif(not backends.get("openvino").is_available().ok
+                    or not backends.get("openvino").precision_variants(Target("openvino")),
+                    reason="needs openvino and nncf")
+def test_once_a_per_row_weight_only_form_meets_the_budget_nothing_else_is_tried() -> None:
+    """On a model with attention OpenVINO's 8-bit weight-only form comes first; once it meets
+    the budget on the whole model the other forms are not built, each saying why, and its
+    larger activation groups race as settings choices of it."""
+    name = "bert-tiny"
+    config = CompilationConfig.create("openvino,onnxruntime,cpu", accuracy="cosine>=0.99",
+                                      precision_time="unlimited")
+    compiled = tessera.compile(zoo.export(name), config, samples=_samples(name, 8))
+    record = compiled.plan.stats.precision
+    assert record is not None
+    first = record.variants[0]
+    assert first.target == "openvino -precision=int8 -int8-recipe=weights"
+    assert first.whole_used is not None and first.whole_used <= 1.0  # within the budget
+    for variant in record.variants[1:]:
+        assert variant.whole_used is None and variant.note.startswith(
+            f"not tried: `{first.target}` met the budget"), variant
+    raced = {str(r.target) for r in record.end_to_end_ms if r.target is not None}
+    if first.target in raced:  # not dropped as slower than fp32 (tiny rows may be)
+        assert {f"{first.target} -dq-group-size={g}" for g in (256, 128)} <= raced

@@ -36,7 +36,8 @@ ort_targets = st.fixed_dictionaries({}, optional={
     "execution-mode": st.sampled_from(["sequential", "parallel"]),
 }).map(lambda attrs: Target("onnxruntime").with_attrs(**attrs))
 ov_targets = st.fixed_dictionaries({}, optional={
-    "precision": st.sampled_from(["f32", "bf16", "f16"]), "cpu-pinning": st.booleans(),
+    "precision": st.sampled_from(["f32", "bf16", "f16", "int4"]), "cpu-pinning": st.booleans(),
+    "dq-group-size": st.sampled_from([0, 64, 256]),
     "num-streams": st.integers(1, 4), "num-threads": st.integers(0, 8),
     "performance-hint": st.sampled_from(["latency", "throughput"]),
 }).map(lambda attrs: Target("openvino").with_attrs(**attrs))
@@ -61,6 +62,21 @@ def test_what_onnx_runtime_and_openvino_propose() -> None:
     assert setting_choices(Target("reference"), Objective()) == []
 
 
+def test_a_weight_only_form_races_larger_groups_of_its_activation_quantization() -> None:
+    weights = Target("openvino -precision=int8 -int8-recipe=weights")
+    assert setting_choices(weights, Objective()) == [
+        weights.with_attrs(**{"dq-group-size": 256}), weights.with_attrs(**{"dq-group-size": 128})]
+    assert setting_choices(Target("openvino -precision=int4"), Objective())[0] == Target(
+        "openvino -precision=int4 -dq-group-size=256")
+    # the setting acts on compressed weights alone: elsewhere it is not spelled
+    assert Target("openvino -precision=int8 -dq-group-size=256") == Target(
+        "openvino -precision=int8")
+    assert Target("openvino -precision=int4 -dq-group-size=32") == Target(
+        "openvino -precision=int4")
+    assert settings_base(Target("openvino -precision=int4 -dq-group-size=256")) == Target(
+        "openvino -precision=int4")
+
+
 @given(st.one_of(ort_targets, ov_targets), objectives)
 def test_a_variant_never_changes_what_the_user_set(target: Target, objective: Objective
                                                    ) -> None:
@@ -71,7 +87,8 @@ def test_a_variant_never_changes_what_the_user_set(target: Target, objective: Ob
         # the target it came from is the variant less its settings: the guard bans both
         assert settings_base(variant) == target
         assert base_target(str(variant)) == str(target)
-    varied = ("num-threads", "execution-mode", "performance-hint", "num-streams")
+    varied = ("num-threads", "execution-mode", "performance-hint", "num-streams",
+              "dq-group-size")
     if any(k in target.explicit_attrs for k in varied):
         assert variants == []  # a target whose settings the user set is raced as set
 

@@ -50,25 +50,32 @@ def payoff_rank(variant: Target, attention: bool = False, decoder: bool = False)
     weight-only forms last (slower than static wherever both met the budget on the suite,
     bench/results/precision.md; weight-only pays where reading weights bounds the time).
     Among the static forms NNCF's comes first (the fastest within the budget on five suite
-    models of six), except on a model with attention: there ONNX Runtime's form quantizes
-    the matrix products alone, meets the budget where NNCF's missed (ViT-B/16) and takes
-    half of NNCF's time. Then NNCF's form with SmoothQuant at alpha 0.15: on BERT-base,
-    ViT-B/16 and GPT-2-small it kept cosine 0.9993-0.9999 where NNCF's default alpha gave
-    0.983-0.9994, at the same speed; then NNCF's other alphas. A decoder's steps read every
-    weight once per token, so there the weight-only forms come first, 8-bit before 4-bit
-    (the more likely to meet the budget), then the float forms, then the rest."""
+    models of six). A model with attention starts with the 8-bit weight-only forms: they
+    need no calibration (3 s to make on BERT-base, against 26 s for NNCF's static form),
+    and OpenVINO quantizes their activations at run time, per token (`weight_only_rows`;
+    ONNX Runtime's run there slower than fp32, so they come last): on BERT-base,
+    ViT-B/16 and GPT-2-small that ran as fast as the best static form, at cosine
+    0.9996-0.9999 (static: 0.97-0.9997). Then NNCF's static form with SmoothQuant at alpha
+    0.15 (cosine 0.9993-0.9999 there, where NNCF's default alpha gave 0.983-0.9994), ONNX
+    Runtime's static form of the matrix products alone, and NNCF's other alphas. A
+    decoder's steps read every weight once per token, so there the weight-only forms come
+    first, 8-bit before 4-bit (the more likely to meet the budget), then the float forms,
+    then the rest."""
     attrs = variant.attrs
+    eight_bit_weights = weight_only(variant) and attrs.get("precision") == "int8"
     if decoder:
-        return 0 if weight_only(variant) and attrs.get("precision") == "int8" else \
+        return 0 if eight_bit_weights else \
             1 if weight_only(variant) else 2 if float_form(variant) else 3
+    if attention and eight_bit_weights and backends.get(variant.kind.name).weight_only_rows:
+        return 0
     if float_form(variant):
         return 4
     if attrs.get("precision") != "int8" or attrs.get("int8-recipe") not in (None, "static"):
-        return 5  # dynamic, and the weight-only forms
+        return 5  # dynamic, and the other weight-only forms
     nncf = attrs.get("int8-quantizer") == "nncf"
     if not attention:
         return 0 if nncf else 1
-    return 0 if not nncf else 1 if attrs.get("int8-smoothquant") == SMOOTHQUANT_ALPHA else 2
+    return 1 if attrs.get("int8-smoothquant") == SMOOTHQUANT_ALPHA else 2 if not nncf else 3
 
 
 GENERATED = 8  # inputs generated where the user gave no samples: 4 judge (float forms)
