@@ -20,6 +20,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import math
 import mmap
 import os
 import shutil
@@ -212,9 +213,27 @@ def _size(tensor: onnx.TensorProto, base: Path | None) -> int:
         assert base is not None
         return max(0, int((base / info.get("location", "")).stat().st_size) - int(
             info.get("offset", "0")))
-    if tensor.HasField("raw_data") or not _movable(tensor):
+    if tensor.HasField("raw_data"):
+        return _raw_length(tensor)
+    if not _movable(tensor):
         return len(tensor.raw_data)
     return len(_typed_bytes(tensor))
+
+
+def _raw_length(tensor: onnx.TensorProto) -> int:
+    """The length of a tensor's raw data from its type and shape, where they fix it: reading
+    `raw_data` copies the bytes (0.6 s of a 1.9 s warm compile of GPT-2-small). `_chunks`
+    checks it against the bytes wherever they are read."""
+    import onnx
+
+    count = math.prod(tensor.dims)
+    bits = dtypes.SUB_BYTE_BITS.get(tensor.data_type)
+    if bits is not None:
+        return (count * bits + 7) // 8
+    try:
+        return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):  # a type numpy has no fixed width for
+        return len(tensor.raw_data)
 
 
 def _layout(tensors: list[onnx.TensorProto], movable: list[int], sizes: list[int],
@@ -248,6 +267,10 @@ def _chunks(tensor: onnx.TensorProto, slot: _Slot) -> Iterator[bytes | memoryvie
     """The slot's bytes, in pieces of at most `_CHUNK` (a user's file is never read whole)."""
     if slot.source is None:
         data = tensor.raw_data if tensor.HasField("raw_data") else _typed_bytes(tensor)
+        if len(data) != slot.length:
+            raise ModelError(f"initializer {tensor.name!r} holds {len(data)} bytes of raw "
+                             f"data, but its type and shape {list(tensor.dims)} need "
+                             f"{slot.length}; fix the tensor in the exporter")
         view = memoryview(data)
         for start in range(0, len(view), _CHUNK):
             yield view[start:start + _CHUNK]

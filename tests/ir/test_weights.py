@@ -156,6 +156,18 @@ def test_a_write_that_fails_leaves_no_entry_behind(cache: Path, tmp_path: Path) 
     assert _entries(cache) == []
 
 
+def test_raw_data_that_its_shape_does_not_fit_is_refused_and_leaves_nothing(cache: Path
+                                                                             ) -> None:
+    """A weight's length comes from its type and shape (reading the bytes to count them
+    copies them); where its bytes disagree, the model is refused when they are copied."""
+    proto = mlp(hidden=64)
+    w1 = next(t for t in proto.graph.initializer if t.name == "w1")
+    w1.raw_data = numpy_helper.to_array(w1).tobytes()[:-4]  # one float short of its shape
+    with pytest.raises(ModelError, match=r"'w1' holds 2044 bytes .* need 2048"):
+        weights_module.store(proto, None, None)
+    assert _entries(cache) == []
+
+
 def test_skeleton_files_and_entry_locks_go_with_their_model(cache: Path) -> None:
     model = load_model(mlp(hidden=64))
     assert model.weights is not None
