@@ -226,12 +226,12 @@ def _raw_length(tensor: onnx.TensorProto) -> int:
     checks it against the bytes wherever they are read."""
     import onnx
 
-    count = math.prod(tensor.dims)
+    count = int(math.prod(tensor.dims))
     bits = dtypes.SUB_BYTE_BITS.get(tensor.data_type)
     if bits is not None:
         return (count * bits + 7) // 8
     try:
-        return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        return count * int(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize)
     except (KeyError, ValueError, TypeError):  # a type numpy has no fixed width for
         return len(tensor.raw_data)
 
