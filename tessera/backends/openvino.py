@@ -97,6 +97,13 @@ KIND = register_kind(
 )
 
 
+DQ_GROUP_DEFAULT = 32  # OpenVINO's DYNAMIC_QUANTIZATION_GROUP_SIZE on CPU
+# the larger groups worth racing on a weight-only form: on BERT-base, ViT-B/16 and
+# GPT-2-small (rows of 768) at 128-197 tokens, 256 runs 1.3x faster than 32 at cosine
+# 0.9996-0.9999; a group that does not divide a row (512, 1024 there) runs unquantized
+DQ_GROUP_CHOICES = (256, 128)
+
+
 def _int8_only(attrs: dict[str, Any]) -> dict[str, Any]:
     """The int8 recipe's attributes only on an int8 target (one spelling, one tuning key)."""
     int8 = attrs.get("precision") == "int8"
@@ -121,11 +128,6 @@ def _recipe(attrs: Mapping[str, Any]) -> _quantize.Recipe:
     return _quantize.Recipe.of(attrs)
 
 _CAPABILITY = {"bf16": "BF16", "f16": "FP16"}
-DQ_GROUP_DEFAULT = 32  # OpenVINO's DYNAMIC_QUANTIZATION_GROUP_SIZE on CPU
-# the larger groups worth racing on a weight-only form: on BERT-base, ViT-B/16 and
-# GPT-2-small (rows of 768) at 128-197 tokens, 256 runs 1.3x faster than 32 at cosine
-# 0.9996-0.9999; a group that does not divide a row (512, 1024 there) runs unquantized
-DQ_GROUP_CHOICES = (256, 128)
 _QUANTIZED = ("int8", "int4")  # the precisions a quantizer makes
 _QUERIES_KEPT = 32  # whole-model answers kept by digest: a few bytes per node each
 

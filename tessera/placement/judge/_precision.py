@@ -56,7 +56,12 @@ from tessera.placement.judge._budget import (
     lower_bound_used,
     predicted_saving,
 )
-from tessera.placement.judge._precision_setup import PrecisionSetup, variants_of, weight_only
+from tessera.placement.judge._precision_setup import (
+    PrecisionSetup,
+    per_row_weights,
+    variants_of,
+    weight_only,
+)
 from tessera.placement.judge._timing import Rounds, point_shapes, timed
 from tessera.placement.record._builder import Built, Runnable
 from tessera.placement.record._phase import Phase
@@ -200,7 +205,6 @@ class _Search:
                 self.records[variant] = VariantRecord(
                     str(variant), note=f"not tried: {self._out_of_time()}")
                 continue
-            backend = backends.get(variant.kind.name)
             if per_row is not None and not (self.decoder and weight_only(variant)):
                 self.records[variant] = VariantRecord(str(variant), note=(
                     f"not tried: `{per_row}` met the budget on the whole model, with int8 "
@@ -214,7 +218,7 @@ class _Search:
             found = self._whole_variant(variant, hopeless_forms)
             if found is not None:
                 whole[Rival.precision(variant)] = found
-                if found.report.met and weight_only(variant) and backend.weight_only_rows:
+                if found.report.met and per_row_weights(variant):
                     per_row = per_row or variant
         return whole
 

@@ -66,7 +66,7 @@ def payoff_rank(variant: Target, attention: bool = False, decoder: bool = False)
     if decoder:
         return 0 if eight_bit_weights else \
             1 if weight_only(variant) else 2 if float_form(variant) else 3
-    if attention and eight_bit_weights and backends.get(variant.kind.name).weight_only_rows:
+    if attention and eight_bit_weights and per_row_weights(variant):
         return 0
     if float_form(variant):
         return 4
@@ -87,6 +87,12 @@ DECODER_BUDGET = "top1>=0.99"  # a decoder's default: greedy's choice kept at 99
 def float_form(target: Target) -> bool:
     """Whether `target` computes in a float form below fp32 that needs no calibration."""
     return target.attrs.get("precision") in ("bf16", "f16")
+
+
+def per_row_weights(target: Target) -> bool:
+    """Whether `target` is a weight-only form whose backend quantizes its activations per
+    row as it runs (`Backend.weight_only_rows`): as fast as static int8 on many rows."""
+    return weight_only(target) and backends.get(target.kind.name).weight_only_rows
 
 
 def weight_only(target: Target) -> bool:
@@ -185,4 +191,4 @@ def _lengths(model: Model, names: DecoderNames, shapes: ShapeProfile | None
 
 
 __all__ = ["DECODER_BUDGET", "DECODER_PROMPTS", "GENERATED", "PrecisionSetup", "float_form",
-           "payoff_rank", "precision_setup", "variants_of", "weight_only"]
+           "payoff_rank", "per_row_weights", "precision_setup", "variants_of", "weight_only"]
