@@ -157,37 +157,62 @@ def time_throughput(run: Callable[[], object], *, concurrency: int, warmup: int 
 
 def in_rounds(names: Iterable[_K], block: Callable[[_K, bool], _B],
               cost: Callable[[_B], float] | None = None, rounds: int = 3, close: float = 0.0,
-              extra_rounds: int = 0, *, on_start: Callable[[int], object] | None = None,
+              extra_rounds: int = 0, *, far: float | None = None,
+              on_start: Callable[[int], object] | None = None,
               on_block: Callable[[_K], object] | None = None,
-              on_extra: Callable[[int], object] | None = None) -> dict[_K, list[_B]]:
+              on_extra: Callable[[int], object] | None = None,
+              on_drop: Callable[[int], object] | None = None) -> dict[_K, list[_B]]:
     """Each name's blocks, in the order of `names`: a round runs `block(name, first)` for
     each name in turn, never two at once, so one contender's spinning pool never slows
     another's and drift of a shared machine hits every one alike; `first` is true in the
-    first round only (for a longer warm-up). After `rounds` rounds, where `cost` is given
-    and the two lowest of the names' cheapest blocks (by `cost`) are within `close` of each
-    other (second <= first * (1 + close)), `extra_rounds` more rounds run.
+    first round only (for a longer warm-up).
+
+    Where `cost` is given:
+    - with `far`, after each round from the second a name whose cheapest block costs more
+      than `far` times the cheapest name's is timed no more: more blocks could not make it
+      the cheapest (two blocks each first, so one block slowed by other work on the
+      machine never drops a name);
+    - after `rounds` rounds, where the two lowest of the names' cheapest blocks are within
+      `close` of each other (second <= first * (1 + close)), `extra_rounds` more rounds
+      run, of the names within `close` of the cheapest only.
 
     `on_start(rounds * len(names))` is called once before the first block, `on_block(name)`
-    after each block, and, for a close race, `on_extra(extra_rounds * len(names))` (the
-    blocks added) before the extra rounds."""
+    after each block, `on_drop(blocks)` with the planned blocks a name timed no more will
+    not run, and, for a close race, `on_extra(blocks)` with the blocks the extra rounds
+    add, before them."""
     blocks: dict[_K, list[_B]] = {name: [] for name in names}
     if on_start is not None:
         on_start(rounds * len(blocks))
+    timing = list(blocks)
 
     def one_round(first: bool) -> None:
-        for name, timed in blocks.items():
-            timed.append(block(name, first))
+        for name in timing:
+            blocks[name].append(block(name, first))
             if on_block is not None:
                 on_block(name)
 
+    def cheapest() -> dict[_K, float]:
+        assert cost is not None
+        return {n: min(cost(b) for b in blocks[n]) for n in timing if blocks[n]}
+
     for round_index in range(rounds):
         one_round(round_index == 0)
+        if far is not None and cost is not None and 1 <= round_index < rounds - 1:
+            lowest = cheapest()
+            if lowest:
+                best = min(lowest.values())
+                dropped = [n for n in timing if lowest.get(n, 0.0) > best * far]
+                timing = [n for n in timing if n not in dropped]
+                if dropped and on_drop is not None:
+                    on_drop(len(dropped) * (rounds - round_index - 1))
     if cost is None:
         return blocks
-    best = sorted(min(cost(b) for b in timed) for timed in blocks.values() if timed)
-    if len(best) > 1 and best[1] <= best[0] * (1 + close):
+    lowest = cheapest()
+    ranked = sorted(lowest.values())
+    if len(ranked) > 1 and ranked[1] <= ranked[0] * (1 + close):
+        timing = [n for n in timing if n in lowest and lowest[n] <= ranked[0] * (1 + close)]
         if on_extra is not None:
-            on_extra(extra_rounds * len(blocks))
+            on_extra(extra_rounds * len(timing))
         for _ in range(extra_rounds):
             one_round(False)
     return blocks

@@ -92,6 +92,7 @@ class ReferenceBackend(Backend):
     def _compile(self, submodel: onnx.ModelProto, target: Target) -> Compiled:
         from onnx.reference import ReferenceEvaluator
 
+        from tessera.backends._reference_fast import fast_ops
         from tessera.backends._reference_fixes import default_opset, fixes_for
         from tessera.ir._weights import weights_as_feeds
 
@@ -99,7 +100,8 @@ class ReferenceBackend(Backend):
         opset = default_opset(submodel)
         fixes = fixes_for(opset) if opset is not None else []
         return _ReferenceCompiled(self.name, submodel, target,
-                                  ReferenceEvaluator(evaluated, new_ops=fixes or None), weights)
+                                  ReferenceEvaluator(evaluated, new_ops=[*fixes, *fast_ops()]),
+                                  weights)
 
 
 class _ReferenceCompiled(Compiled):

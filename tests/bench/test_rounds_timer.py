@@ -1,6 +1,6 @@
 """The round-based timer that bench and the placement race share
 (`tessera._private.timing.in_rounds`): blocks of each name in turn, round by round, extra
-rounds for a close race, and the callbacks that report its progress. The blocks here are
+rounds of the close names in a close race, names far slower timed no more, and the callbacks that report its progress. The blocks here are
 SYNTHETIC: each returns a figure given in advance and counts its calls."""
 
 from __future__ import annotations
@@ -39,12 +39,15 @@ class _Events:
     def extra(self, added: int) -> None:
         self.seen.append(("extra", added))
 
+    def drop(self, removed: int) -> None:
+        self.seen.append(("drop", removed))
+
 
 def _run(figures: Mapping[str, Sequence[float]], **options: Any
          ) -> tuple[dict[str, list[float]], _Blocks, _Events]:
     block, events = _Blocks(figures), _Events()
     blocks = in_rounds(list(figures), block, on_start=events.start, on_block=events.block,
-                       on_extra=events.extra, **options)
+                       on_extra=events.extra, on_drop=events.drop, **options)
     return blocks, block, events
 
 
@@ -57,16 +60,33 @@ def test_each_round_runs_one_block_of_every_name_in_turn_the_first_round_marked(
                            ("block", "b"), ("block", "a"), ("block", "b")]
 
 
-def test_a_close_race_gets_the_extra_rounds_and_says_how_many_blocks_they_add() -> None:
-    # the cheapest blocks are 10.0 and 10.4: within 5% of each other
+def test_a_close_race_gets_extra_rounds_of_the_close_names_and_says_how_many_blocks() -> None:
+    # the cheapest blocks are 10.0 and 10.4: within 5% of each other; c is not close
     blocks, block, events = _run({"a": [10.0, 12.0], "b": [10.4], "c": [30.0]},
                                  cost=lambda ms: ms, rounds=2, close=0.05, extra_rounds=2)
-    assert [len(b) for b in blocks.values()] == [4, 4, 4]
+    assert [len(b) for b in blocks.values()] == [4, 4, 2]
     assert blocks["a"] == [10.0, 12.0, 12.0, 12.0]
     assert all(not first for _, first in block.calls[3:])
     assert events.seen[0] == ("start", 6)
-    assert events.seen[7] == ("extra", 6)  # after the 6 blocks of the planned rounds
-    assert [e for e in events.seen if e[0] == "block"] == [("block", n) for n in "abc" * 4]
+    assert events.seen[7] == ("extra", 4)  # after the 6 blocks of the planned rounds
+    assert [e for e in events.seen if e[0] == "block"] == [
+        ("block", n) for n in "abcabcabab"]
+
+
+def test_a_name_far_slower_after_two_rounds_is_timed_no_more_and_says_so() -> None:
+    # c's cheapest block is 3x a's after two rounds; b's first block was slowed 4x by other
+    # work, but its second is as fast as a's: two blocks each before anything is dropped
+    blocks, block, events = _run({"a": [10.0], "b": [40.0, 10.5], "c": [30.0]},
+                                 cost=lambda ms: ms, rounds=4, far=2.0)
+    assert [len(b) for b in blocks.values()] == [4, 4, 2]
+    assert ("drop", 2) in events.seen  # the two blocks c would have run
+    assert events.seen.index(("drop", 2)) == 1 + 6  # right after the second round
+    assert [n for n, _ in block.calls] == list("abcabcabab")
+    # without a cost, or without `far`, every name runs every round
+    assert [len(b) for b in _run({"a": [10.0], "c": [30.0]}, rounds=4, far=2.0)[0].values()
+            ] == [4, 4]
+    assert [len(b) for b in _run({"a": [10.0], "c": [30.0]}, cost=lambda ms: ms,
+                                 rounds=4)[0].values()] == [4, 4]
 
 
 def test_a_clear_race_ends_after_the_planned_rounds() -> None:

@@ -528,3 +528,17 @@ def test_once_a_per_row_weight_only_form_meets_the_budget_nothing_else_is_tried(
     raced = {str(r.target) for r in record.end_to_end_ms if r.target is not None}
     if first.target in raced:  # not dropped as slower than fp32 (tiny rows may be)
         assert {f"{first.target} -dq-group-size={g}" for g in (256, 128)} <= raced
+
+
+def test_the_final_race_times_only_new_plans_against_the_fastest_timed_before() -> None:
+    from tessera.placement.judge._precision import to_race
+    from tessera.placement.record._rival import Rival
+
+    static, weights, settled = (Rival.precision(Target(t)) for t in (
+        "openvino -precision=int8", "openvino -precision=int8 -int8-recipe=weights",
+        "openvino -precision=int8 -int8-recipe=weights -dq-group-size=256"))
+    before = {FP32: 10.0, static: 4.0, weights: 5.0}
+    assert to_race([static, weights], before) == []  # that race already decided
+    assert to_race([static, weights, settled], before) == [static, settled]
+    # fp32 anchors where it was the fastest timed (the new plan is a partial one)
+    assert to_race([settled], {FP32: 3.0, static: 4.0}) == [FP32, settled]

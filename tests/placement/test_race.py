@@ -89,11 +89,15 @@ def test_a_close_race_gets_more_rounds_and_a_slowed_block_is_not_held_against_a_
 ) -> None:
     far, slow = _Sleeper(0.002), _Sleeper(0.006)
     race({"far": far, "slow": slow}, Rounds(rounds=3, seconds=0.0, clock=CLOCK))
-    assert len(far.calls) == len(slow.calls) == 4 + 3 + 3  # warm-up 2 then 1, 2 runs each
+    assert len(far.calls) == 4 + 3 + 3  # warm-up 2 then 1, 2 runs each
+    assert len(slow.calls) == 4 + 3  # 3x the fastest after two rounds: timed no more
+    far, slow = _Sleeper(0.002), _Sleeper(0.006)
+    race({"far": far, "slow": slow}, Rounds(rounds=3, seconds=0.0, clock=CLOCK, far=None))
+    assert len(far.calls) == len(slow.calls) == 4 + 3 + 3
 
     # "interrupted" is as fast as "steady" but other work slowed its whole first block
     steady, interrupted = _Sleeper(0.003), _Sleeper(0.003)
-    interrupted.first_calls_slow = 4
+    interrupted.first_calls_slow = 4  # its first block 4x: two blocks each before a drop
     timings = race({"steady": steady, "interrupted": interrupted},
                    Rounds(rounds=3, seconds=0.0, clock=CLOCK))
     assert len(steady.calls) == len(interrupted.calls) == 4 + 3 * 4  # close: two more rounds

@@ -24,8 +24,9 @@ what was found races as it is. The search runs in phases:
    again and, while it misses, the most sensitive segment left goes back to fp32 (NNCF's
    accuracy control, by partition);
 4. `_final_race`: each variant's plan that meets the budget, its neighbours of one target
-   merged, races the fp32 plan, and the fastest is kept; a plan of the model whole on one
-   variant races with its runtime-settings choices too (`search/_settings.py`).
+   merged, and a plan of the model whole on one variant with its runtime-settings choices
+   (`search/_settings.py`): the plans not timed in step 2 race the fastest of step 2, and
+   the fastest is kept (with nothing new, step 2 decides).
 
 Only measured plans are kept: the plan returned meets the budget on the validation samples,
 and its report is the plan's `accuracy`."""
@@ -193,7 +194,9 @@ class _Search:
         candidates = self._within_budget(whole, base_ms, timed_ms)
         if not candidates:
             return self._finish(self.fp32, FP32, {FP32: base_ms})
-        return self._final_race(candidates)
+        timed_before = {FP32: base_ms, **{r: timed_ms[r] for r, (plan, _, _) in
+                                          candidates.items() if plan is whole[r].plan}}
+        return self._final_race(candidates, timed_before)
 
     def _whole_model(self) -> dict[Rival, _Whole]:
         """Each variant on every segment it runs, measured on the validation samples."""
@@ -370,11 +373,14 @@ class _Search:
         self.records[variant] = record
         return kept, found
 
-    def _final_race(self, candidates: dict[Rival, Judged]) -> tuple[Plan, Built]:
+    def _final_race(self, candidates: dict[Rival, Judged], timed_before: Mapping[Rival, float]
+                    ) -> tuple[Plan, Built]:
         """The plans within the budget race the fp32 plan, with the settings choices of each
         within `SETTINGS_REACH` of the fastest on the whole model, and that fastest with its
         float ops in bf16 too (each a build and a validation: the others' bf16, tried on
-        BERT-base, never won)."""
+        BERT-base, never won). A plan timed in `timed_before` (the race of the whole-model
+        forms) races again only as the fastest there, the anchor the new plans must beat:
+        the others lost to it already; with no new plan nothing races again."""
         origin = {rival: rival for rival in candidates}
         rest = "bf16" if any(v.attrs.get("precision") == "bf16" for v in self.variants) \
             else None
@@ -392,10 +398,15 @@ class _Search:
         for rival, (choice, settled) in extras:
             origin[Rival.precision(choice)] = rival
             candidates[Rival.precision(choice)] = settled
-        finals = self._timed({FP32: self.fp32[1].runnable,
-                              **{r: b.runnable for r, (_, b, _) in candidates.items()}})
+        finals = {r: ms for r, ms in timed_before.items() if r == FP32 or r in candidates}
+        raced = to_race(list(candidates), finals)
+        if raced:
+            finals.update(self._timed({r: (self.fp32 if r == FP32 else candidates[r])[1].runnable
+                                       for r in raced}))
+        contenders = raced or list(finals)
         finals = {r: ms for r, ms in finals.items() if math.isfinite(ms) or r == FP32}
-        winner = min(finals, key=lambda r: (finals[r], r != FP32))
+        winner = min((r for r in contenders if r in finals),
+                     key=lambda r: (finals[r], r != FP32, str(r)), default=FP32)
         chosen = self.fp32 if winner == FP32 else candidates[winner]
         return self._finish(chosen, origin.get(winner, winner), finals)
 
@@ -539,6 +550,17 @@ def op_by_op(judge: _Judge, plan: Plan, variant: Target, record: VariantRecord,
         f"({trials} mix(es) tried)"))
 
 
+def to_race(candidates: Sequence[Rival], timed_before: Mapping[Rival, float]) -> list[Rival]:
+    """The plans the final race times: none where every candidate was timed before (in
+    `timed_before`, with the fp32 plan), else the new ones and, as the anchor they must
+    beat, the fastest timed before (the others lost to it in that race)."""
+    new = [r for r in candidates if r not in timed_before]
+    if not new:
+        return []
+    anchor = min(timed_before, key=lambda r: (timed_before[r], r != FP32, str(r)))
+    return [anchor, *new]
+
+
 def _seconds(option: float | str, before: float) -> float:
     """The precision search's time: the option's seconds, or with auto `auto_seconds`."""
     if option == "auto":
@@ -672,5 +694,5 @@ def _partition_shares(plan: Plan, chosen: VariantRecord | None, cut: Sequence[Se
     return tuple(shares)
 
 
-__all__ = ["FLOAT_OPS", "Judging", "op_by_op", "plan_with", "search_precision",
+__all__ = ["FLOAT_OPS", "Judging", "op_by_op", "plan_with", "search_precision", "to_race",
            "within_budget"]

@@ -25,6 +25,10 @@ from tessera.placement.record._phase import Phase
 from tessera.placement.record._progress import ProgressLike, Reporter
 
 CLOSE = 0.05  # a race this close gets more rounds
+# a plan this many times slower than the fastest after two rounds is timed no more: blocks
+# of one plan swing up to 2x on a shared machine, so past that more blocks would not change
+# the winner (MobileNetV2: its bf16 and f16 forms, 3x its int8 ones, took a third of a race)
+FAR = 2.0
 PointShapes = Sequence[tuple[Mapping[str, Sequence[int]], float]]  # (input shapes, weight)
 _K = TypeVar("_K", bound=Hashable)
 
@@ -32,7 +36,9 @@ _K = TypeVar("_K", bound=Hashable)
 @dataclass(frozen=True)
 class Rounds:
     """How plans are timed against each other: `rounds` rounds of one block of `seconds`
-    per plan, `extra_rounds` more when the two fastest are within `close`; per call, the
+    per plan, a plan over `far` times the fastest after two rounds timed no more,
+    `extra_rounds` more rounds of the plans within `close` of the fastest when the two
+    fastest are that close; per call, the
     latency at `percentile`, with `concurrency` callers at once; at each of `points` (the
     input shapes of a shape profile's points, and their weights; None: the plan's own)."""
 
@@ -40,6 +46,7 @@ class Rounds:
     seconds: float = 0.3
     close: float = CLOSE
     extra_rounds: int = 2
+    far: float | None = FAR
     percentile: float = 50
     concurrency: int = 1
     clock: Clock = time.perf_counter
@@ -179,16 +186,19 @@ def _rounds(keys: list[_K], block: Callable[[_K, bool], _B], cost: Callable[[_B]
             how: Rounds, report: Reporter) -> dict[_K, list[_B]]:
     """The shared round timer, reporting each block as a step of the race."""
 
-    def extra(added: int) -> None:
+    def recount(added: int, why: str) -> None:
         done, total = report.counted(Phase.RACE)
-        report.step(Phase.RACE, done, (total or 0) + added, "close: more rounds")
+        report.step(Phase.RACE, done, (total or 0) + added, why)
 
     blocks: dict[_K, list[_B]] = in_rounds(
-        keys, block, cost, how.rounds, how.close, how.extra_rounds,
+        keys, block, cost, how.rounds, how.close, how.extra_rounds, far=how.far,
         on_start=lambda total: report.begin(Phase.RACE, total),
-        on_block=lambda key: report.advance(Phase.RACE, str(key)), on_extra=extra)
+        on_block=lambda key: report.advance(Phase.RACE, str(key)),
+        on_extra=lambda added: recount(added, "close: more rounds"),
+        on_drop=lambda dropped: recount(-dropped, f"over {how.far:g}x the fastest: "
+                                                  "timed no more"))
     return blocks
 
 
-__all__ = ["CLOSE", "Figures", "PointShapes", "Rounds", "Served", "point_shapes", "race",
+__all__ = ["CLOSE", "FAR", "Figures", "PointShapes", "Rounds", "Served", "point_shapes", "race",
            "race_throughput", "timed"]
