@@ -68,6 +68,21 @@ def test_the_chain_overhead_can_make_a_mix_not_worth_it() -> None:
     assert costly.choice == ("a", "a", "a") and not costly.worth_refining()
 
 
+def test_a_mix_must_beat_the_single_target_measured_on_the_whole_model() -> None:
+    # the regions' sums (3.2 and 3.3) each pay three calls; the mix, 3.0, looks 6% faster
+    costs = [{"a": 1.2, "b": 1.0}, {"a": 1.0, "b": 1.2}, {"a": 1.0, "b": 1.1}]
+    by_regions = coarse_choice(costs, ["a", "b"], overhead_ms=0.0)
+    assert by_regions.single == "a" and by_regions.worth_refining()
+    # measured whole (one call), a runs in 3.05 ms: the mix would save under 2%
+    whole = coarse_choice(costs, ["a", "b"], overhead_ms=0.0, whole={"a": 3.05, "b": 3.2})
+    assert whole.single == "a" and whole.whole_ms == 3.05 and whole.single_ms == 3.2
+    assert math.isclose(whole.saving, (3.05 - 3.0) / 3.05)
+    assert not whole.worth_refining() and whole.refined() == ()
+    # a target much faster on one region still gets its regions refined
+    lopsided = [{"a": 1.2, "b": 0.3}, {"a": 1.0, "b": 1.2}, {"a": 1.0, "b": 1.1}]
+    assert coarse_choice(lopsided, ["a", "b"], 0.0, whole={"a": 3.05}).worth_refining()
+
+
 def test_a_region_no_target_runs_whole_is_always_refined() -> None:
     costs = [{"a": 1.0, "b": 2.0}, {}, {"a": 1.0}]
     choice = coarse_choice(costs, ["a", "b"], overhead_ms=0.0)

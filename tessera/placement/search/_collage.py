@@ -217,7 +217,8 @@ def _coarse(pricer: Pricer, table: SupportTable, overhead_ms: float) -> _Coarse:
     costs, slow = _region_costs(pricer, table, targets, cut)
     kept = [str(t) for t in targets if str(t) not in slow]
     kept_costs = [{t: c for t, c in region.items() if t in kept} for region in costs]
-    choice = coarse_choice(kept_costs, kept, overhead_ms)
+    whole = _whole_costs(pricer, table, [t for t in targets if str(t) in kept])
+    choice = coarse_choice(kept_costs, kept, overhead_ms, whole)
     # a target missing from a region runs it in pieces around what it lacks: its plan is a
     # mix, which the greedy plan and the refined regions already cover
     unpromising = tuple(Rival.single(Target(t)) for t in kept if choice.single is not None
@@ -230,6 +231,17 @@ def _coarse(pricer: Pricer, table: SupportTable, overhead_ms: float) -> _Coarse:
     record = CoarseRecord(len(cut), round(choice.saving, 4), len(refined),
                           tuple(slow[t] for t in sorted(slow)))
     return _Coarse(within, record, slow, unpromising)
+
+
+def _whole_costs(pricer: Pricer, table: SupportTable, targets: list[Target]
+                 ) -> dict[str, float]:
+    """Each target's cost on the whole model, where it runs every node (the single-target
+    plan's one partition, which the search prices anyway)."""
+    flow = pricer.model.dataflow
+    every = [t for t in targets if all(t in table.allowed[i] for i in range(len(flow)))]
+    found = pricer.price([Candidate((1 << len(flow)) - 1, t) for t in every])
+    return {str(t): float(k.ms) for t, k in zip(every, found, strict=True)
+            if k.ok and k.ms is not None}
 
 
 def _region_costs(pricer: Pricer, table: SupportTable, targets: list[Target],
