@@ -1,7 +1,8 @@
 """The round-based timer that bench and the placement race share
 (`tessera._private.timing.in_rounds`): blocks of each name in turn, round by round, extra
-rounds of the close names in a close race, names far slower timed no more, and the callbacks that report its progress. The blocks here are
-SYNTHETIC: each returns a figure given in advance and counts its calls."""
+rounds of the close names in a close race, names far slower timed no more, and the
+callbacks that report its progress. The blocks here are SYNTHETIC: each returns a figure
+given in advance and counts its calls."""
 
 from __future__ import annotations
 
