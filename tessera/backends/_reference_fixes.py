@@ -1,7 +1,7 @@
 """Corrections to ONNX's reference evaluator (the reference backend's), where it computes
 another op version's meaning. Each correction was
 found by comparing it with ONNX Runtime and OpenVINO (the consensus oracle) and has a
-regression test (tests/oracle/test_consensus.py):
+regression test (tests/oracle/test_reference_fixes.py):
 
 - `Softmax`, `LogSoftmax`, `Hardmax` before opset 13: the input is coerced to 2-D at `axis`
   (default 1) and normalised over the flattened tail; onnx.reference applies opset 13's

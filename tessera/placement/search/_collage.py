@@ -217,13 +217,15 @@ def _coarse(pricer: Pricer, table: SupportTable, overhead_ms: float) -> _Coarse:
     costs, slow = _region_costs(pricer, table, targets, cut)
     kept = [str(t) for t in targets if str(t) not in slow]
     kept_costs = [{t: c for t, c in region.items() if t in kept} for region in costs]
-    whole = _whole_costs(pricer, table, [t for t in targets if str(t) in kept])
-    choice = coarse_choice(kept_costs, kept, overhead_ms, whole)
+    by_regions = coarse_choice(kept_costs, kept, overhead_ms)
     # a target missing from a region runs it in pieces around what it lacks: its plan is a
     # mix, which the greedy plan and the refined regions already cover
-    unpromising = tuple(Rival.single(Target(t)) for t in kept if choice.single is not None
-                        and (optimistic_single(kept_costs, t) > NEAR_SINGLE * choice.single_ms
+    unpromising = tuple(Rival.single(Target(t)) for t in kept if by_regions.single is not None
+                        and (optimistic_single(kept_costs, t) > NEAR_SINGLE * by_regions.single_ms
                              or any(region and t not in region for region in kept_costs)))
+    whole = _whole_costs(pricer, table, [t for t in targets if str(t) in kept
+                                         and Rival.single(t) not in unpromising])
+    choice = coarse_choice(kept_costs, kept, overhead_ms, whole)
     refined = choice.refined()
     within = 0
     for r in refined:
@@ -236,7 +238,7 @@ def _coarse(pricer: Pricer, table: SupportTable, overhead_ms: float) -> _Coarse:
 def _whole_costs(pricer: Pricer, table: SupportTable, targets: list[Target]
                  ) -> dict[str, float]:
     """Each target's cost on the whole model, where it runs every node (the single-target
-    plan's one partition, which the search prices anyway)."""
+    plan's one partition, which the search prices anyway unless it is bound to lose)."""
     flow = pricer.model.dataflow
     every = [t for t in targets if all(t in table.allowed[i] for i in range(len(flow)))]
     found = pricer.price([Candidate((1 << len(flow)) - 1, t) for t in every])
