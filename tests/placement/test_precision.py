@@ -248,7 +248,8 @@ def test_once_the_precision_time_is_spent_no_new_variant_is_tried() -> None:
     assert by_target[first].whole_used is not None  # built and judged
     rest = [v for t, v in by_target.items() if t != first]
     assert rest and all(v.note == "not tried: the precision search's 0 s (option "
-                        "precision-time: 0.001) were spent" for v in rest)
+                        "precision-time: 0.001) were spent, or would be by the race of the "
+                        "forms found" for v in rest)
     accuracy = compiled.plan.stats.accuracy
     assert accuracy is not None and accuracy.met
 
@@ -542,3 +543,21 @@ def test_the_final_race_times_only_new_plans_against_the_fastest_timed_before() 
     assert to_race([static, weights, settled], before) == [static, settled]
     # fp32 anchors where it was the fastest timed (the new plan is a partial one)
     assert to_race([settled], {FP32: 3.0, static: 4.0}) == [FP32, settled]
+
+
+def test_the_precision_time_holds_the_race_of_the_forms_found() -> None:
+    """The search's time runs from the fp32 answers to its last race: a form starts only
+    where its race (3 rounds of 0.3 s blocks per plan) still fits."""
+    from types import SimpleNamespace
+
+    from tessera.placement.judge._precision import _Search
+    from tessera.placement.judge._timing import Rounds
+
+    search = _Search.__new__(_Search)
+    now = [10.0]
+    search.ctx = SimpleNamespace(clock=lambda: now[0])  # type: ignore[assignment]
+    search.started, search.seconds, search.how = 4.0, 8.0, Rounds(rounds=3, seconds=0.3)
+    assert search.time_left(racing=2)  # 6 s spent, 1.8 s of race: 7.8 < 8
+    assert not search.time_left(racing=3)  # 2.7 s of race: over
+    now[0] = 12.5
+    assert not search.time_left(racing=0)  # 8.5 s spent

@@ -120,6 +120,7 @@ def search_precision(ctx: PlacementContext, fp32: Plan, fp32_built: Built,
                      setup: PrecisionSetup) -> tuple[Plan, Built]:
     """The fastest plan that meets the setup's accuracy budget: `fp32` itself, or one with
     some of its segments in a lower precision. `ctx` carries the setup's config."""
+    began = ctx.clock()  # the search's time counts from here: the answers judging it too
     ctx.progress.begin(Phase.PRECISION, detail="the fp32 answers")
     assert fp32_built.runnable is not None and ctx.builder is not None
     budget = ctx.config.options.accuracy
@@ -138,7 +139,7 @@ def search_precision(ctx: PlacementContext, fp32: Plan, fp32_built: Built,
     judge = _Judge(ctx, setup.samples, budget, reference, list(truth.feeds), truth.judges)
     fp32_judged = (fp32, fp32_built, accuracy_of(fp32_outputs, judge.reference, budget,
                                              judge.judges))
-    search = _Search(judge, fp32_judged, setup)
+    search = _Search(judge, fp32_judged, setup, began)
     try:
         return search.run()
     finally:
@@ -160,7 +161,8 @@ class _Search:
     """One precision search: the segments of the fp32 plan, each variant's record, and the
     plans that meet the budget."""
 
-    def __init__(self, judge: _Judge, fp32: Judged, setup: PrecisionSetup) -> None:
+    def __init__(self, judge: _Judge, fp32: Judged, setup: PrecisionSetup,
+                 began: float) -> None:
         ctx = judge.ctx
         self.judge, self.fp32, self.ctx = judge, fp32, ctx
         self.flow = ctx.model.dataflow
@@ -174,17 +176,21 @@ class _Search:
                          if setup.offers(v)]
         self.decoder = setup.decoder  # its steps read every weight: 4-bit may still pay
         self.records: dict[Target, VariantRecord] = {}
-        self.started = ctx.clock()
-        self.seconds = _seconds(ctx.config.options.precision_time, self.started - ctx.started)
+        self.started = began
+        self.seconds = _seconds(ctx.config.options.precision_time, began - ctx.started)
         self.how = Rounds.under(ctx.objective, ctx.clock, point_shapes(ctx.model, ctx.points))
 
-    def time_left(self) -> bool:
-        """Whether the search's time (the `precision-time` option) is not yet spent."""
-        return self.ctx.clock() - self.started < self.seconds
+    def time_left(self, racing: int = 2) -> bool:
+        """Whether the search's time (the `precision-time` option) holds more work and the
+        race after it, of `racing` plans (its planned rounds of blocks): the time is the
+        whole search's, from the fp32 answers to the last race."""
+        race = racing * self.how.rounds * self.how.seconds
+        return self.ctx.clock() - self.started + race < self.seconds
 
     def _out_of_time(self) -> str:
         return (f"the precision search's {self.seconds:.0f} s (option precision-time: "
-                f"{self.ctx.config.options.precision_time}) were spent")
+                f"{self.ctx.config.options.precision_time}) were spent, or would be by the "
+                f"race of the forms found")
 
     def run(self) -> tuple[Plan, Built]:
         whole = self._whole_model()
@@ -204,7 +210,9 @@ class _Search:
         hopeless_forms: dict[tuple[str, tuple[int, ...]], tuple[Target, float]] = {}
         per_row: Target | None = None  # a weight-only form quantizing rows as it runs, met
         for position, variant in enumerate(self.variants):
-            if position and not self.time_left():  # the first, the most promising, always
+            # the first, the most promising, always; a later one where its build and the
+            # race of every form found so far, fp32 and it fit in the time
+            if position and not self.time_left(racing=len(whole) + 2):
                 self.records[variant] = VariantRecord(
                     str(variant), note=f"not tried: {self._out_of_time()}")
                 continue
@@ -377,24 +385,24 @@ class _Search:
                     ) -> tuple[Plan, Built]:
         """The plans within the budget race the fp32 plan, with the settings choices of each
         within `SETTINGS_REACH` of the fastest on the whole model, and that fastest with its
-        float ops in bf16 too (each a build and a validation: the others' bf16, tried on
-        BERT-base, never won). A plan timed in `timed_before` (the race of the whole-model
+        float ops in bf16 too (each a build and a validation, even once the time is spent:
+        the others' bf16, tried on BERT-base, never won). A plan timed in `timed_before` (the race of the whole-model
         forms) races again only as the fastest there, the anchor the new plans must beat:
         the others lost to it already; with no new plan nothing races again."""
         origin = {rival: rival for rival in candidates}
         rest = "bf16" if any(v.attrs.get("precision") == "bf16" for v in self.variants) \
             else None
         leading = min(candidates, key=lambda r: (self._whole_ms(r), str(r)))
-        # settings choices are cheap (they reuse the quantized form), so they are built even
-        # once the time is spent, for every plan within SETTINGS_REACH of the leading one:
-        # a weight-only form's larger activation groups ran it 1.3x faster
+        # settings choices and a bf16 rest are cheap (they reuse the quantized form), so they
+        # are built even once the time is spent: settings for every plan within
+        # SETTINGS_REACH of the leading one (a weight-only form's larger activation groups
+        # ran it 1.3x faster), the bf16 rest for the leading one (ResNet-50: 4% faster)
         reach = self._whole_ms(leading) * SETTINGS_REACH
         extras = [(rival, found) for rival in sorted(candidates, key=str)
                   if rival == leading or self._whole_ms(rival) <= reach
                   for found in _with_settings(self.judge, candidates[rival][0])]
-        if self.time_left():
-            extras += [(leading, found) for found in
-                       _with_float_rest(self.judge, candidates[leading][0], rest)]
+        extras += [(leading, found) for found in
+                   _with_float_rest(self.judge, candidates[leading][0], rest)]
         for rival, (choice, settled) in extras:
             origin[Rival.precision(choice)] = rival
             candidates[Rival.precision(choice)] = settled
