@@ -217,15 +217,16 @@ def _coarse(pricer: Pricer, table: SupportTable, overhead_ms: float) -> _Coarse:
     costs, slow = _region_costs(pricer, table, targets, cut)
     kept = [str(t) for t in targets if str(t) not in slow]
     kept_costs = [{t: c for t, c in region.items() if t in kept} for region in costs]
-    by_regions = coarse_choice(kept_costs, kept, overhead_ms)
+    choice = coarse_choice(kept_costs, kept, overhead_ms)
     # a target missing from a region runs it in pieces around what it lacks: its plan is a
     # mix, which the greedy plan and the refined regions already cover
-    unpromising = tuple(Rival.single(Target(t)) for t in kept if by_regions.single is not None
-                        and (optimistic_single(kept_costs, t) > NEAR_SINGLE * by_regions.single_ms
+    unpromising = tuple(Rival.single(Target(t)) for t in kept if choice.single is not None
+                        and (optimistic_single(kept_costs, t) > NEAR_SINGLE * choice.single_ms
                              or any(region and t not in region for region in kept_costs)))
     whole = _whole_costs(pricer, table, [t for t in targets if str(t) in kept
                                          and Rival.single(t) not in unpromising])
-    choice = coarse_choice(kept_costs, kept, overhead_ms, whole)
+    if choice.single in whole:
+        choice = replace(choice, whole_ms=whole[choice.single])
     refined = choice.refined()
     within = 0
     for r in refined:

@@ -75,12 +75,11 @@ class CoarseChoice:
 
 
 def coarse_choice(costs: Sequence[Mapping[str, float]], targets: Sequence[str],
-                  overhead_ms: float, whole: Mapping[str, float] | None = None
-                  ) -> CoarseChoice:
+                  overhead_ms: float) -> CoarseChoice:
     """`costs[r][t]` is region r's cost on target t (absent: t cannot run it, or failed).
     The mix is the cheapest chain of per-region targets where each change of target costs
     `overhead_ms` (a partition more); regions no target runs are left out of both sums.
-    `whole[t]`, where given, is t's cost measured on the whole model."""
+    The single target measured whole, where it is, goes in `whole_ms` (`replace`)."""
     singles = {t: sum(c.get(t, math.inf) for c in costs if c) for t in targets}
     single = min((t for t in targets if not math.isinf(singles[t])),
                  key=lambda t: (singles[t], targets.index(t)), default=None)
@@ -111,8 +110,7 @@ def coarse_choice(costs: Sequence[Mapping[str, float]], targets: Sequence[str],
         choice[index] = current
         current = back[index].get(current, current)
     return CoarseChoice(single, singles[single] if single is not None else math.inf,
-                        mixed, tuple(choice),
-                        (whole or {}).get(single, math.inf) if single is not None else math.inf)
+                        mixed, tuple(choice))
 
 
 def optimistic_single(costs: Sequence[Mapping[str, float]], target: str) -> float:
