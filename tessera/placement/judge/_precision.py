@@ -383,13 +383,13 @@ class _Search:
 
     def _final_race(self, candidates: dict[Rival, Judged], timed_before: Mapping[Rival, float]
                     ) -> tuple[Plan, Built]:
-        """The plans within the budget race the fp32 plan, with the settings choices of each
-        within `SETTINGS_REACH` of the fastest on the whole model, and that fastest with its
-        float ops in bf16 too (each a build and a validation, even once the time is spent:
-        the others' bf16, tried on BERT-base, never won). A plan timed in `timed_before`
-        (the race of the whole-model forms) races again only as the fastest there, the
-        anchor the new plans must beat: the others lost to it already; with no new plan
-        nothing races again."""
+        """The fastest of the plans within the budget and the fp32 plan, with the settings
+        choices of each within `SETTINGS_REACH` of the fastest on the whole model, and that
+        fastest with its float ops in bf16 too (each a build and a validation, even once the
+        time is spent: the others' bf16, tried on BERT-base, never won). A plan timed in
+        `timed_before` (the race of the whole-model forms) races again only as the fastest
+        there, the anchor the new plans must beat: the others lost to it already; with no
+        new plan nothing races again."""
         origin = {rival: rival for rival in candidates}
         rest = "bf16" if any(v.attrs.get("precision") == "bf16" for v in self.variants) \
             else None
