@@ -14,7 +14,8 @@ import pytest
 
 import tessera
 from tessera import backends, zoo
-from tessera._private.cores import core_budget
+from tessera._private.cores import core_budget, cpu_flags
+from tessera.backends._quantize import recipes_for
 from tessera.config import CompilationConfig
 from tessera.config._accuracy import AccuracyBudget, AccuracyReport, MetricValue
 from tessera.ir import load_model
@@ -184,9 +185,11 @@ def test_the_precision_setup_says_why_not_or_what_judges() -> None:
 
 
 def test_variants_are_offered_per_target_and_a_precision_the_user_set_is_kept() -> None:
-    assert [str(v) for v in variants_of(CompilationConfig.create("onnxruntime,cpu"))][:2] == [
-        "onnxruntime -precision=int8 -int8-recipe=static",
-        "onnxruntime -precision=int8 -int8-recipe=dynamic"]
+    static = [str(Target("onnxruntime").with_attrs(precision="int8", **{
+        "int8-recipe": "static", **recipe})) for recipe in recipes_for(cpu_flags())]
+    offered = [str(v) for v in variants_of(CompilationConfig.create("onnxruntime,cpu"))]
+    assert offered[:len(static) + 1] == [  # on AMX the u8 recipe first (`recipes_for`)
+        *static, "onnxruntime -precision=int8 -int8-recipe=dynamic"]
     chosen = CompilationConfig.create("openvino,onnxruntime -precision=int8 "
                                       "-int8-recipe=dynamic,cpu")
     assert "openvino -precision=int8" in [str(v) for v in variants_of(chosen)]
@@ -197,7 +200,8 @@ def test_variants_come_in_the_order_of_their_expected_payoff() -> None:
     """Static int8 first (NNCF's before ONNX Runtime's; with attention the 8-bit weight-only
     forms, then NNCF's at SmoothQuant alpha 0.15), the float forms, dynamic int8 last; the
     config's priority within each."""
-    found = [str(v) for v in variants_of(CompilationConfig.create("openvino,onnxruntime"))]
+    found = [str(v) for v in variants_of(CompilationConfig.create("openvino,onnxruntime"),
+                                          engine=False)]
     ranks = [payoff_rank(Target(v)) for v in found]
     assert ranks == sorted(ranks)
     assert "onnxruntime -precision=int8 -int8-recipe=dynamic" in found[-5:]  # with weight-only
@@ -215,13 +219,16 @@ def test_variants_come_in_the_order_of_their_expected_payoff() -> None:
     # NNCF's other alphas; SmoothQuant's alphas are offered only where there is attention
     assert not any("smoothquant" in v for v in found)
     with_attention = [str(v) for v in variants_of(
-        CompilationConfig.create("openvino,onnxruntime"), attention=True)]
+        CompilationConfig.create("openvino,onnxruntime"), attention=True, engine=False)]
     if "openvino -precision=int8 -int8-quantizer=nncf" in with_attention:
-        assert with_attention[:6] == [
+        static = [  # ONNX Runtime's quantizer's recipes for this CPU (AMX: u8 first)
+            str(Target(k).with_attrs(precision="int8", **({"int8-recipe": "static"} if k ==
+                                                          "onnxruntime" else {}), **recipe))
+            for k in ("openvino", "onnxruntime") for recipe in recipes_for(cpu_flags())]
+        assert with_attention[:len(static) + 4] == [
             "openvino -precision=int8 -int8-recipe=weights",
             "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=0.15",
-            "openvino -precision=int8", "onnxruntime -precision=int8 -int8-recipe=static",
-            "openvino -precision=int8 -int8-quantizer=nncf",
+            *static, "openvino -precision=int8 -int8-quantizer=nncf",
             "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off"]
     assert [payoff_rank(Target(t), attention=True) for t in (
         "openvino -precision=int8 -int8-recipe=weights",
@@ -231,6 +238,28 @@ def test_variants_come_in_the_order_of_their_expected_payoff() -> None:
         "openvino -precision=int4",
         "onnxruntime -precision=int8 -int8-recipe=weights -matmul-accuracy=4")] == [
         0, 1, 2, 3, 3, 5, 5]
+
+
+def test_on_a_cpu_with_amx_a_model_with_attention_starts_with_bf16() -> None:
+    """AMX's tiles run bf16 and static int8: with attention bf16 comes first, the static
+    forms in their order, then the 8-bit weight-only form; without attention nothing
+    changes."""
+    forms = ("openvino -precision=bf16",
+             "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=0.15",
+             "openvino -precision=int8", "openvino -precision=int8 -int8-quantizer=nncf",
+             "openvino -precision=f16", "openvino -precision=int8 -int8-recipe=weights",
+             "onnxruntime -precision=int8 -int8-recipe=dynamic")
+    assert [payoff_rank(Target(t), attention=True, engine=True) for t in forms] == [
+        0, 1, 2, 3, 4, 4, 5]
+    assert [payoff_rank(Target(t), engine=True) for t in forms] == [
+        payoff_rank(Target(t)) for t in forms]
+    found = [str(v) for v in variants_of(CompilationConfig.create("openvino,onnxruntime"),
+                                         attention=True, engine=True)]
+    if "openvino -precision=bf16" in found:  # the CPU has bf16
+        assert found[0] == "openvino -precision=bf16"
+    if "openvino -precision=int8 -int8-recipe=weights" in found:
+        weights = found.index("openvino -precision=int8 -int8-recipe=weights")
+        assert all(found.index(t) < weights for t in forms[1:4] if t in found)
 
 
 def test_once_the_precision_time_is_spent_no_new_variant_is_tried() -> None:
@@ -469,8 +498,9 @@ def test_a_form_its_backend_cannot_compile_is_refused_with_its_reason_not_timed(
     record = compiled.plan.stats.precision
     assert record is not None and record.searched
     refusals = [v for v in record.variants if v.target.startswith("openvino -precision=int8")]
-    # ONNX Runtime's quantizer and NNCF's, and NNCF's 8-bit weight-only form
-    assert len(refusals) == 3
+    # ONNX Runtime's quantizer (its recipes for this CPU) and NNCF's, and NNCF's 8-bit
+    # weight-only form
+    assert len(refusals) == len(recipes_for(cpu_flags())) + 2
     for refused in refusals:
         assert refused.note.startswith("failed to build: ")
         assert "No suitable implementations" in refused.note
@@ -510,10 +540,14 @@ def test_a_warm_compile_with_samples_builds_the_remembered_plan_alone(
 @pytest.mark.skipif(not backends.get("openvino").is_available().ok
                     or not backends.get("openvino").precision_variants(Target("openvino")),
                     reason="needs openvino and nncf")
-def test_once_a_per_row_weight_only_form_meets_the_budget_nothing_else_is_tried() -> None:
-    """On a model with attention OpenVINO's 8-bit weight-only form comes first; once it meets
-    the budget on the whole model the other forms are not built, each saying why, and its
-    larger activation groups race as settings choices of it."""
+def test_once_a_per_row_weight_only_form_meets_the_budget_nothing_else_is_tried(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a model with attention, on a CPU without AMX, OpenVINO's 8-bit weight-only form
+    comes first; once it meets the budget on the whole model the other forms are not built,
+    each saying why, and its larger activation groups race as settings choices of it."""
+    import tessera.placement.judge._precision as precision
+
+    monkeypatch.setattr(precision, "matrix_engine", lambda: False)
     name = "bert-tiny"
     config = CompilationConfig.create("openvino,onnxruntime,cpu", accuracy="cosine>=0.99",
                                       precision_time="unlimited")
