@@ -71,9 +71,11 @@ def header(module: str, argv: Sequence[str] | None, **fields: Any) -> dict[str, 
 
 # -- the models -----------------------------------------------------------------------------
 def first_line(err: BaseException) -> str:
-    """'ErrorType: the first line of its message', short enough for a table cell."""
-    lines = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {lines[0] if lines else ''}"[:300]
+    """'ErrorType: the first line of its message that says why' (a native library's
+    location-only lines skipped), short enough for a table cell."""
+    from tessera._private.text import typed_line
+
+    return typed_line(err, limit=280) if str(err).strip() else type(err).__name__
 
 
 def each_model(models: Sequence[str], bench: Callable[[str], dict[str, Any]],
