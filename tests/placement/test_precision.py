@@ -221,20 +221,23 @@ def test_variants_come_in_the_order_of_their_expected_payoff() -> None:
     with_attention = [str(v) for v in variants_of(
         CompilationConfig.create("openvino,onnxruntime"), attention=True, engine=False)]
     if "openvino -precision=int8 -int8-quantizer=nncf" in with_attention:
-        static = [  # ONNX Runtime's quantizer's recipes for this CPU (AMX: u8 first)
-            str(Target(k).with_attrs(precision="int8", **({"int8-recipe": "static"} if k ==
-                                                          "onnxruntime" else {}), **recipe))
-            for k in ("openvino", "onnxruntime") for recipe in recipes_for(cpu_flags())]
-        assert with_attention[:len(static) + 4] == [
+        def static(kind: str, **attrs: str) -> list[str]:
+            # ONNX Runtime's quantizer's recipes for this CPU (AMX: u8 first)
+            return [str(Target(kind).with_attrs(precision="int8", **attrs, **recipe))
+                    for recipe in recipes_for(cpu_flags())]
+
+        expected = [
             "openvino -precision=int8 -int8-recipe=weights",
+            "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off",
             "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=0.15",
-            *static, "openvino -precision=int8 -int8-quantizer=nncf",
-            "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off"]
+            *static("openvino"), "openvino -precision=int8 -int8-quantizer=nncf",
+            *static("onnxruntime", **{"int8-recipe": "static"})]
+        assert with_attention[:len(expected)] == expected
     assert [payoff_rank(Target(t), attention=True) for t in (
         "openvino -precision=int8 -int8-recipe=weights",
+        "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off",
         "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=0.15",
         "openvino -precision=int8", "openvino -precision=int8 -int8-quantizer=nncf",
-        "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off",
         "openvino -precision=int4",
         "onnxruntime -precision=int8 -int8-recipe=weights -matmul-accuracy=4")] == [
         0, 1, 2, 3, 3, 5, 5]
@@ -245,9 +248,10 @@ def test_on_a_cpu_with_amx_a_model_with_attention_starts_with_bf16() -> None:
     forms in their order, then the 8-bit weight-only form; without attention nothing
     changes."""
     forms = ("openvino -precision=bf16",
+             "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off",
              "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=0.15",
-             "openvino -precision=int8", "openvino -precision=int8 -int8-quantizer=nncf",
-             "openvino -precision=f16", "openvino -precision=int8 -int8-recipe=weights",
+             "openvino -precision=int8", "openvino -precision=f16",
+             "openvino -precision=int8 -int8-recipe=weights",
              "onnxruntime -precision=int8 -int8-recipe=dynamic")
     assert [payoff_rank(Target(t), attention=True, engine=True) for t in forms] == [
         0, 1, 2, 3, 4, 4, 5]
@@ -260,6 +264,7 @@ def test_on_a_cpu_with_amx_a_model_with_attention_starts_with_bf16() -> None:
     if "openvino -precision=int8 -int8-recipe=weights" in found:
         weights = found.index("openvino -precision=int8 -int8-recipe=weights")
         assert all(found.index(t) < weights for t in forms[1:4] if t in found)
+        assert found.index(forms[1]) < found.index(forms[2])  # SmoothQuant off first
 
 
 def test_once_the_precision_time_is_spent_no_new_variant_is_tried() -> None:

@@ -58,9 +58,11 @@ def payoff_rank(variant: Target, attention: bool = False, decoder: bool = False,
     and OpenVINO quantizes their activations at run time, per token (`weight_only_rows`;
     ONNX Runtime's run there slower than fp32, so they come last): on BERT-base,
     ViT-B/16 and GPT-2-small that ran as fast as the best static form, at cosine
-    0.9996-0.9999 (static: 0.97-0.9997). Then NNCF's static form with SmoothQuant at alpha
-    0.15 (cosine 0.9993-0.9999 there, where NNCF's default alpha gave 0.983-0.9994), ONNX
-    Runtime's static form of the matrix products alone, and NNCF's other alphas. A
+    0.9996-0.9999 (static: 0.97-0.9997). Then NNCF's static form without SmoothQuant (half
+    the time to make: 15 s on GPT-2-small against 29 s; within `cosine>=0.999` on all three,
+    where alpha 0.15 missed ViT-B/16's top-1 on a Xeon with AMX), at alpha 0.15 (cosine
+    0.9993-0.9999 there, where NNCF's default alpha gave 0.983-0.9994), then ONNX Runtime's
+    static form of the matrix products alone and NNCF's default alpha. A
     decoder's steps read every weight once per token, so there the weight-only forms come
     first, 8-bit before 4-bit (the more likely to meet the budget), then the float forms,
     then the rest. On a CPU with a matrix `engine` (AMX, `matrix_engine`) a model with
@@ -86,7 +88,8 @@ def payoff_rank(variant: Target, attention: bool = False, decoder: bool = False,
     nncf = attrs.get("int8-quantizer") == "nncf"
     if not attention:
         return 0 if nncf else 1
-    return 1 if attrs.get("int8-smoothquant") == SMOOTHQUANT_ALPHA else 2 if not nncf else 3
+    alpha = attrs.get("int8-smoothquant")
+    return 1 if alpha == "off" else 2 if alpha == SMOOTHQUANT_ALPHA else 3
 
 
 GENERATED = 8  # inputs generated where the user gave no samples: 4 judge (float forms)
