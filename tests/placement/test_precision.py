@@ -598,5 +598,24 @@ def test_the_precision_time_holds_the_race_of_the_forms_found() -> None:
     search.started, search.seconds, search.how = 4.0, 8.0, Rounds(rounds=3, seconds=0.3)
     assert search.time_left(racing=2)  # 6 s spent, 1.8 s of race: 7.8 < 8
     assert not search.time_left(racing=3)  # 2.7 s of race: over
+    assert not search.time_left(racing=2, ahead=0.5)  # a form foreseen to take 0.5 s: over
+    assert search.time_left(racing=0, ahead=1.5)  # 6 + 1.5 < 8
     now[0] = 12.5
     assert not search.time_left(racing=0)  # 8.5 s spent
+
+
+def test_a_form_made_the_way_an_earlier_one_was_is_foreseen_to_take_as_long() -> None:
+    """NNCF's forms share a way of making (its alphas take about as long as each other);
+    ONNX Runtime's quantizer, the float forms and the weight-only forms each have theirs."""
+    from tessera.placement.judge._precision import _maker
+
+    makers = [_maker(Target(t)) for t in (
+        "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off",
+        "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=0.15",
+        "openvino -precision=int8 -int8-quantizer=nncf", "openvino -precision=int8",
+        "openvino -precision=int8 -int8-activations=u8", "openvino -precision=bf16",
+        "openvino -precision=int8 -int8-recipe=weights",
+        "onnxruntime -precision=int8 -int8-recipe=static")]
+    assert makers[0] == makers[1] == makers[2]
+    assert makers[3] == makers[4] and makers[3] != makers[0]
+    assert len(set(makers[3:])) == 4

@@ -182,12 +182,12 @@ class _Search:
         self.seconds = _seconds(ctx.config.options.precision_time, began - ctx.started)
         self.how = Rounds.under(ctx.objective, ctx.clock, point_shapes(ctx.model, ctx.points))
 
-    def time_left(self, racing: int = 2) -> bool:
-        """Whether the search's time (the `precision-time` option) holds more work and the
-        race after it, of `racing` plans (its planned rounds of blocks): the time is the
-        whole search's, from the fp32 answers to the last race."""
+    def time_left(self, racing: int = 2, ahead: float = 0.0) -> bool:
+        """Whether the search's time (the `precision-time` option) holds more work, `ahead`
+        seconds of it foreseen, and the race after it, of `racing` plans (its planned rounds
+        of blocks): the time is the whole search's, from the fp32 answers to the last race."""
         race = racing * self.how.rounds * self.how.seconds
-        return self.ctx.clock() - self.started + race < self.seconds
+        return self.ctx.clock() - self.started + ahead + race < self.seconds
 
     def _out_of_time(self) -> str:
         return (f"the precision search's {self.seconds:.0f} s (option precision-time: "
@@ -211,10 +211,13 @@ class _Search:
         whole: dict[Rival, _Whole] = {}
         hopeless_forms: dict[tuple[str, tuple[int, ...]], tuple[Target, float]] = {}
         per_row: Target | None = None  # a weight-only form quantizing rows as it runs, met
+        took: dict[tuple[str, str], float] = {}  # seconds per way of making a form (`_maker`)
         for position, variant in enumerate(self.variants):
-            # the first, the most promising, always; a later one where its build and the
-            # race of every form found so far, fp32 and it fit in the time
-            if position and not self.time_left(racing=len(whole) + 2):
+            # the first, the most promising, always; a later one where the time a form made
+            # the same way took, and the race of every form found so far, fp32 and it fit
+            # (ViT-B/16: NNCF's second form started with 7 s left and took 25)
+            ahead = took.get(_maker(variant), 0.0)
+            if position and not self.time_left(racing=len(whole) + 2, ahead=ahead):
                 self.records[variant] = VariantRecord(
                     str(variant), note=f"not tried: {self._out_of_time()}")
                 continue
@@ -228,7 +231,9 @@ class _Search:
                 continue
             self.ctx.progress.step(Phase.PRECISION, position, len(self.variants),
                                    f"{variant} on the whole model")
+            began = self.ctx.clock()
             found = self._whole_variant(variant, hopeless_forms)
+            took[_maker(variant)] = self.ctx.clock() - began
             if found is not None:
                 whole[Rival.precision(variant)] = found
                 if found.report.met and per_row_weights(variant) and not self.engine:
@@ -559,6 +564,14 @@ def op_by_op(judge: _Judge, plan: Plan, variant: Target, record: VariantRecord,
     return best, replace(done, note=(
         f"op by op: the {high} op(s) adding the most error of {len(order)} kept in float "
         f"({trials} mix(es) tried)"))
+
+
+def _maker(variant: Target) -> tuple[str, str]:
+    """How a variant's form is made, for foreseeing its time: its backend and quantizer
+    (NNCF's forms take about as long as each other, ONNX Runtime's far less)."""
+    attrs = variant.attrs
+    return variant.kind.name, "/".join(str(attrs.get(a, "")) for a in (
+        "precision", "int8-recipe", "int8-quantizer"))
 
 
 def to_race(candidates: Sequence[Rival], timed_before: Mapping[Rival, float]) -> list[Rival]:
