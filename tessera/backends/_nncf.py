@@ -1,6 +1,7 @@
 """The static QDQ form made by NNCF, OpenVINO's own quantizer (`-int8-quantizer=nncf`): its
 transformer preset where the part has attention, its preset and SmoothQuant alpha as the
-recipe says, the recipe's float ops as its ignored scope. NNCF loads only here."""
+recipe says (the recipe's float ops are taken out of the whole form after, `_quantize`); and
+its weight compression, the float ops as its ignored scope. NNCF loads only here."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ __all__ = ["nncf_compress", "nncf_quantize"]
 
 
 def nncf_quantize(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], *,
-                  preset: str, smoothquant: str | None, float_ops: Sequence[str],
-                  transformer: bool, scratch: str) -> onnx.ModelProto:
+                  preset: str, smoothquant: str | None, transformer: bool, scratch: str
+                  ) -> onnx.ModelProto:
     """The static QDQ form by NNCF: its transformer preset where the part has attention.
     `model`'s weights are written to `scratch` (a private directory) and NNCF reads them
     from there: it shape-infers the model ten times, each a copy of the model serialised
@@ -33,9 +34,6 @@ def nncf_quantize(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], 
         alpha = -1.0 if smoothquant == "off" else float(smoothquant)
         advanced.smooth_quant_alphas = AdvancedSmoothQuantParameters(matmul=alpha)
     options: dict[str, Any] = {"advanced_parameters": advanced}
-    if float_ops:
-        options["ignored_scope"] = nncf.IgnoredScope(names=list(float_ops),
-                                                     validate=False)
     if transformer:
         options["model_type"] = nncf.ModelType.TRANSFORMER
     preset = nncf.QuantizationPreset.MIXED if preset == "mixed" \

@@ -16,7 +16,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -210,10 +210,15 @@ def quantize(submodel: onnx.ModelProto, recipe: Recipe, calibration: Calibration
     if key in _MEMO:  # ONNX Runtime and OpenVINO run the same QDQ form: quantize it once
         _MEMO.move_to_end(key)
         return _MEMO[key]
-    samples = _checked_samples(submodel, recipe, calibration, backend) \
-        if recipe.form == "static" \
-        else []
-    quantized = _quantize(submodel, recipe, samples, backend)
+    if recipe.form == "static" and recipe.float_ops:
+        # a mix is the whole form with some ops reading float again: each mix the search
+        # tries costs a build, not a quantization (NNCF's: 10-25 s on the suite's transformers)
+        whole = quantize(submodel, replace(recipe, float_ops=()), calibration, backend=backend)
+        quantized = with_float_ops(whole, submodel, recipe.float_ops)
+    else:
+        samples = _checked_samples(submodel, recipe, calibration, backend) \
+            if recipe.form == "static" else []
+        quantized = _quantize(submodel, recipe, samples, backend)
     _MEMO[key] = quantized
     while len(_MEMO) > 1 and sum(_weight_bytes(m) for m in _MEMO.values()) > _MEMO_BYTES:
         _MEMO.popitem(last=False)
@@ -236,7 +241,6 @@ def _weight_bytes(model: onnx.ModelProto) -> int:
 # the forms last quantized, kept while they fit (int8 weights: a quarter of fp32's): a
 # precision search builds each form again in its final race, and NNCF's takes 20-40 s
 _MEMO_BYTES = 1 << 30
-_MEMO_SIZE = 2  # calibrated ranges kept
 
 
 def is_quantized(model: onnx.ModelProto) -> bool:
@@ -304,11 +308,9 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
             if recipe.quantizer == "nncf":
                 from tessera.backends._nncf import nncf_quantize
 
-                made = nncf_quantize(whole, samples, preset=recipe.preset,
+                return nncf_quantize(whole, samples, preset=recipe.preset,
                                      smoothquant=recipe.smoothquant,
-                                     float_ops=recipe.float_ops,
                                      transformer=has_attention(submodel), scratch=tmp)
-                return _reading_floats(made, recipe.float_ops)
             onnx.save_model(whole, str(source))
             if recipe.form == "dynamic":
                 # no pre-processing: it costs a shape inference and an optimised copy of the
@@ -319,11 +321,6 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
             else:
                 _pre_process(q, source, prepared, _static_shapes(submodel))
                 ops = quantized_ops(submodel, recipe)
-                ranges = Path(tmp, "ranges.json")
-                key = (model_digest(submodel), recipe.calibration, repr(ops),
-                       calibration_digest(samples))
-                if key in _RANGES:  # a mix of the same part: calibrated once
-                    ranges.write_bytes(_RANGES[key])
                 q.quantize_static(
                     str(prepared), str(output), _reader(q, samples),
                     quant_format=q.QuantFormat.QDQ, per_channel=recipe.per_channel,
@@ -331,14 +328,8 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
                     else q.QuantType.QInt8,
                     calibrate_method=_CALIBRATIONS[recipe.calibration](q),
                     op_types_to_quantize=list(ops) if ops else None,
-                    nodes_to_exclude=excluded, calibration_cache_path=str(ranges),
                     extra_options={"ActivationSymmetric": recipe.symmetric},
                     calibration_providers=["CPUExecutionProvider"])
-                if ranges.is_file():
-                    _RANGES[key] = ranges.read_bytes()
-                    while len(_RANGES) > _MEMO_SIZE:
-                        _RANGES.popitem(last=False)
-                return _reading_floats(onnx.load_model(str(output)), recipe.float_ops)
             return onnx.load_model(str(output))
         except CompileError:
             raise
@@ -349,26 +340,58 @@ def _quantize(submodel: onnx.ModelProto, recipe: Recipe, samples: list[dict[str,
                                f"({recipe}): {typed_line(err, 100_000)}") from err
 
 
-# activation ranges calibrated per part, recipe's calibration, ops and samples
-_RANGES: OrderedDict[tuple[str, str, str, str], bytes] = OrderedDict()
+def with_float_ops(quantized: onnx.ModelProto, original: onnx.ModelProto,
+                   float_ops: Sequence[str]) -> onnx.ModelProto:
+    """A copy of the QDQ form `quantized` (of `original`) with the nodes named in
+    `float_ops` reading float values: the activations their quantization pairs start from
+    (a neighbour may still quantize a value it writes), and their weights as `original`
+    holds them (dequantized where `original` has no node of that name); the pairs no one
+    reads then go. The search's op-level mixes are made this way from the one whole form."""
+    import onnx
+    from onnx import numpy_helper
 
-
-def _reading_floats(model: onnx.ModelProto, float_ops: Sequence[str]) -> onnx.ModelProto:
-    """`model` with the nodes named in `float_ops` reading the float values their
-    neighbours' quantization pairs start from (a quantizer that excludes a node still
-    quantizes a value another quantized node writes), and the pairs no one reads removed."""
-    if not float_ops:
-        return model
     from tessera.backends._sensitivity import quantized_activations
 
+    model = onnx.ModelProto()
+    model.CopyFrom(quantized)
     graph = model.graph
     source = {value: q.input[0] for value, q in quantized_activations(graph).items()}
+    producer = {out: node for node in graph.node for out in node.output}
+    consts = {t.name: t for t in graph.initializer}
+    have = {*producer, *consts, *(i.name for i in graph.input)}
+    before = {node.name: node for node in original.graph.node if node.name}
+    made_before = {out: node for node in original.graph.node for out in node.output}
     wanted = set(float_ops)
+    nodes: list[onnx.NodeProto] = []
     for node in graph.node:
-        if node.name in wanted:
-            for position, name in enumerate(node.input):
-                if name in source:
-                    node.input[position] = source[name]
+        if node.name not in wanted:
+            nodes.append(node)
+            continue
+        old = before.get(node.name)
+        for position, name in enumerate(node.input):
+            made = producer.get(name)
+            read = old.input[position] if old is not None and position < len(old.input) \
+                else ""
+            if name in source:
+                start, folded = source[name], made_before.get(read)
+                if folded is not None and folded.op_type in _FOLDED and \
+                        getattr(producer.get(start), "name", None) != folded.name:
+                    # a Relu or Clip the quantizer folded into the range: back in float
+                    start = _unfolded(folded, start, original, consts, graph, nodes, have)
+                node.input[position] = start
+            elif made is not None and made.op_type == "DequantizeLinear" \
+                    and made.input[0] in consts:  # a weight stored in int8
+                weight = _float_weight(original, old, position)
+                if weight is None:  # no node of that name before: its dequantized values
+                    weight = numpy_helper.from_array(_dequantized(made, consts))
+                weight.name = f"{name}.float"
+                if weight.name not in consts:
+                    graph.initializer.append(weight)
+                    consts[weight.name] = weight
+                node.input[position] = weight.name
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
     while True:  # pairs left without a reader go, their quantize after their dequantize
         read = {i for node in graph.node for i in node.input} | {o.name for o in graph.output}
         dead = [node for node in graph.node if node.op_type in ("QuantizeLinear",
@@ -380,6 +403,72 @@ def _reading_floats(model: onnx.ModelProto, float_ops: Sequence[str]) -> onnx.Mo
             return model
         for node in dead:
             graph.node.remove(node)
+
+
+_FOLDED = ("Relu", "Clip")  # ONNX Runtime's quantizer folds these into the range after them
+
+
+def _unfolded(folded: onnx.NodeProto, start: str, original: onnx.ModelProto,
+              consts: dict[str, onnx.TensorProto], graph: onnx.GraphProto,
+              nodes: list[onnx.NodeProto], have: set[str]) -> str:
+    """The value `original`'s Relu or Clip `folded` computes from `start`, its node added to
+    `nodes` (with a Clip's constant bounds) once; `start` where a bound is not a constant."""
+    import onnx
+
+    out = f"{start}.{folded.op_type.lower()}"
+    if out in have:
+        return out
+    bounds = {t.name: t for t in original.graph.initializer if t.name in folded.input[1:]}
+    if any(b and b not in consts and b not in bounds for b in folded.input[1:]):
+        return start
+    for name, bound in bounds.items():
+        if name not in consts:
+            graph.initializer.append(bound)
+            consts[name] = bound
+    copy = onnx.NodeProto()
+    copy.CopyFrom(folded)
+    copy.input[0], copy.output[0], copy.name = start, out, f"{folded.name}.float"
+    nodes.append(copy)
+    have.add(out)
+    return out
+
+
+def _float_weight(original: onnx.ModelProto, node: onnx.NodeProto | None, position: int
+                  ) -> onnx.TensorProto | None:
+    """The weight `node` of `original` reads at `position`, its bytes in the proto."""
+    from tessera.ir import inline_weights
+
+    if node is None or position >= len(node.input):
+        return None
+    found = next((t for t in original.graph.initializer if t.name == node.input[position]),
+                 None)
+    if found is None:
+        return None
+    holder = type(original)()  # the one weight, read from the weights file if it is there
+    holder.metadata_props.extend(original.metadata_props)
+    holder.graph.initializer.append(found)
+    weight: onnx.TensorProto = inline_weights(holder).graph.initializer[0]
+    return weight
+
+
+def _dequantized(dequantize: onnx.NodeProto, consts: Mapping[str, onnx.TensorProto]
+                 ) -> np.ndarray:
+    """What a DequantizeLinear of constants computes: (x - zero point) * scale, per tensor
+    or along its axis."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    values = numpy_helper.to_array(consts[dequantize.input[0]]).astype(np.float32)
+    scale = numpy_helper.to_array(consts[dequantize.input[1]]).astype(np.float32)
+    point = numpy_helper.to_array(consts[dequantize.input[2]]).astype(np.float32) \
+        if len(dequantize.input) > 2 and dequantize.input[2] else np.zeros_like(scale)
+    if scale.ndim == 1 and values.ndim > 1:
+        axis = next((a.i for a in dequantize.attribute if a.name == "axis"), 1)
+        shape = [1] * values.ndim
+        shape[axis] = -1
+        scale, point = scale.reshape(shape), point.reshape(shape)
+    result: np.ndarray = (values - point) * scale
+    return result
 
 
 _SCORE_PATH = ("Add", "Sub", "Mul", "Div", "Where", "Cast", "Identity")  # scale and mask

@@ -6,6 +6,7 @@ adds, and compiled with the fewest ops in float that meet the budget, as one par
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
@@ -82,3 +83,46 @@ def test_compile_keeps_the_fewest_ops_in_float_that_meet_the_budget() -> None:
     got = [compiled.run(feed) for feed in truth.feeds]
     report = accuracy_of(got, list(truth.outputs), AccuracyBudget.parse(budget), truth.judges)
     assert report.met
+
+
+@pytest.mark.parametrize("quantizer", ["ort", "nncf"])
+def test_a_mix_is_the_whole_form_with_its_float_ops_reading_the_float_weights(
+        quantizer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mix is made from the one whole form (a build, not a quantization): the ops kept
+    in float read the float activations and the model's own float weights."""
+    if quantizer == "nncf":
+        pytest.importorskip("nncf")
+    from tessera.backends import _quantize
+
+    model, samples = outlier_mlp(), _samples(4)
+    whole = quantize(model, Recipe(quantizer=quantizer), samples, backend="openvino")  # type: ignore[arg-type]
+    made: list[Recipe] = []
+    monkeypatch.setattr(_quantize, "_quantize", lambda *a, **k: made.append(a[1]))
+    mixed = quantize(model, Recipe(quantizer=quantizer, float_ops=("second", "third")),  # type: ignore[arg-type]
+                     samples, backend="openvino")
+    assert made == []  # no second quantization
+    values = {t.name: numpy_helper.to_array(t) for t in mixed.graph.initializer}
+    producer = {out: node for node in mixed.graph.node for out in node.output}
+    for name, weight in (("second", "w2"), ("third", "w3")):
+        node = next(n for n in mixed.graph.node if n.name == name)
+        assert not any(i in producer and producer[i].op_type == "DequantizeLinear"
+                       for i in node.input)
+        original = numpy_helper.to_array(next(t for t in model.graph.initializer
+                                              if t.name == weight))
+        np.testing.assert_array_equal(values[node.input[1]], original)
+    # the first product (renamed where ONNX Runtime fuses it) still reads int8 values
+    assert any(producer[i].op_type == "DequantizeLinear" for n in mixed.graph.node
+               if n.op_type in ("MatMul", "Gemm") for i in n.input if i in producer)
+    assert sum(n.op_type == "QuantizeLinear" for n in whole.graph.node) > \
+        sum(n.op_type == "QuantizeLinear" for n in mixed.graph.node)
+    # and it runs, closer to fp32 than the whole form
+    import onnxruntime as ort
+
+    feed = samples[1]
+    exact = ort.InferenceSession(model.SerializeToString()).run(None, feed)[0]
+
+    def error(form: onnx.ModelProto) -> float:
+        got = ort.InferenceSession(form.SerializeToString()).run(None, feed)[0]
+        return float(np.linalg.norm(got - exact) / np.linalg.norm(exact))
+
+    assert error(mixed) < error(whole)
