@@ -129,6 +129,7 @@ def _recipe(attrs: Mapping[str, Any]) -> _quantize.Recipe:
 
 _CAPABILITY = {"bf16": "BF16", "f16": "FP16"}
 _QUANTIZED = ("int8", "int4")  # the precisions a quantizer makes
+_PREPARED = (*_QUANTIZED, "f16")  # and those compiled from a rewritten form (f16 weights)
 _QUERIES_KEPT = 32  # whole-model answers kept by digest: a few bytes per node each
 
 
@@ -390,6 +391,10 @@ class OpenVinoBackend(ProbedBackend):
 
     def prepare(self, submodel: onnx.ModelProto, target: Target,
                 calibration: Calibration | None) -> onnx.ModelProto:
+        if target.attrs["precision"] == "f16":
+            from tessera.backends._half_weights import half_weights
+
+            return half_weights(submodel, _DOT_OPS)
         if target.attrs["precision"] not in _QUANTIZED:
             return submodel
         return _quantize.quantize(submodel, _recipe(target.attrs), calibration,
@@ -475,7 +480,7 @@ class OpenVinoBackend(ProbedBackend):
         compiled = core.compile_model(model, "CPU", compile_config(target))
         # on reuse, `submodel` is the partition before `prepare`: the entry's IR is the form
         # compiled (an evicted entry of an unquantized partition reads the submodel instead)
-        exact = not reuse or target.attrs["precision"] not in _QUANTIZED
+        exact = not reuse or target.attrs["precision"] not in _PREPARED
 
         def read() -> Any:
             if xml.is_file() or not exact:
@@ -488,6 +493,8 @@ class OpenVinoBackend(ProbedBackend):
 
     def export_cache(self, compiled: Compiled) -> bytes | None:
         assert isinstance(compiled, _OpenVinoCompiled)
+        if compiled.decoder:  # loaded, it compiles its stateful form from the submodel
+            return _FROM_SUBMODEL
         exported = compiled.compiled.export_model()  # a BytesIO in recent releases
         return exported.getvalue() if isinstance(exported, io.BytesIO) else bytes(exported)
 
@@ -506,6 +513,11 @@ class OpenVinoBackend(ProbedBackend):
         imported = core.import_model(cache, "CPU", compile_config(target))
         return _OpenVinoCompiled(self.name, submodel, target, imported,
                                  lambda: _read(core, submodel))
+
+
+# a decoder's saved "cache": loading compiles its stateful form from the submodel, and its
+# plain form only if it is run (an exported model would be read whole: 0.8 GB for a 0.5B)
+_FROM_SUBMODEL = b"openvino: compiled from the submodel on load"
 
 
 class _PerThread(threading.local):
@@ -531,6 +543,7 @@ class _OpenVinoCompiled(Compiled):
         self._reread = read
         self._stateful: dict[tuple[Any, ...], StatefulDecoder] = {}
         self._stateful_lock = threading.Lock()
+        self.decoder = DecoderNames.of_graph(model.graph) is not None
         import numpy as np
 
         self._names = [o.name for o in self.outputs]

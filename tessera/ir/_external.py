@@ -126,6 +126,27 @@ def inline(proto: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
+def inline_weights_of(proto: onnx.ModelProto, tensors: Sequence[onnx.TensorProto]
+                      ) -> Iterator[onnx.TensorProto]:
+    """Each of `proto`'s `tensors` holding its bytes (read from the weights file where it
+    refers there), one at a time: a few of a large model's weights without a copy of all."""
+    directory = directory_of(proto)
+    if directory is None or not any(reference(t) is not None for t in tensors):
+        yield from tensors
+        return
+    path = directory / FILE
+    try:
+        with path.open("rb") as handle, \
+                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            for tensor in tensors:
+                spot = reference(tensor)
+                yield tensor if spot is None else \
+                    inline_tensor(tensor, mapped[spot[0]:spot[0] + spot[1]])
+    except (OSError, ValueError) as err:
+        raise ModelError(f"cannot read the model's weights from {str(path)!r}: {err}; load "
+                         "the model again") from None
+
+
 def weights_as_feeds(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """`proto` with the weights it keeps in a weights file turned into graph inputs, and
     their values as copy-on-write views of the file (a page is copied only if written):

@@ -6,8 +6,8 @@ adds, and compiled with the fewest ops in float that meet the budget, as one par
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tessera
