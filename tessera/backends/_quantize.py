@@ -436,19 +436,13 @@ def _unfolded(folded: onnx.NodeProto, start: str, original: onnx.ModelProto,
 def _float_weight(original: onnx.ModelProto, node: onnx.NodeProto | None, position: int
                   ) -> onnx.TensorProto | None:
     """The weight `node` of `original` reads at `position`, its bytes in the proto."""
-    from tessera.ir import inline_weights
+    from tessera.ir._external import inline_weights_of
 
     if node is None or position >= len(node.input):
         return None
     found = next((t for t in original.graph.initializer if t.name == node.input[position]),
                  None)
-    if found is None:
-        return None
-    holder = type(original)()  # the one weight, read from the weights file if it is there
-    holder.metadata_props.extend(original.metadata_props)
-    holder.graph.initializer.append(found)
-    weight: onnx.TensorProto = inline_weights(holder).graph.initializer[0]
-    return weight
+    return None if found is None else next(inline_weights_of(original, [found]))
 
 
 def _dequantized(dequantize: onnx.NodeProto, consts: Mapping[str, onnx.TensorProto]

@@ -73,7 +73,14 @@ def _compile(cluster: Any, measure_on: str, **options: Any) -> Any:
 
 def test_candidates_go_only_to_matching_nodes_and_the_plan_uses_their_costs(
         cluster: Any, db: CostDB) -> None:
+    import tempfile
+
+    def scratch() -> set[str]:  # what a node may leave in the system's temporary directory
+        return {p.name for p in Path(tempfile.gettempdir()).glob("tessera-*")}
+
+    before = scratch()
     compiled = _compile(cluster, C6I)
+    assert scratch() <= before  # the nodes keep what they write in tessera's cache
     stats = compiled.plan.stats.measuring
     assert stats is not None
     machines = _machines(db)

@@ -13,17 +13,14 @@ actor, whose crash Ray answers by restarting it."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tessera import backends
-from tessera._private.cache import cache_dir
+from tessera._private.cache import atomic_write_bytes, cache_dir
 from tessera._private.memory import trim
 from tessera._private.text import first_line
 from tessera.errors import TesseraError
@@ -62,7 +59,9 @@ class NodeMeasurer:
         self.isolate = isolate
         self.worker = MeasureWorker() if isolate else None
         self.models: dict[str, tuple[str, Model, Weights | None]] = {}
-        self._scratch = Path(tempfile.mkdtemp(prefix="tessera-node-"))
+        # the skeletons of models without a weights file, by their content's key: in the
+        # cache, since a node's process may end without `close` (nothing left in /tmp)
+        self._skeletons = cache_dir("node-models")
 
     def describe(self) -> dict[str, Any]:
         """The node's machine fingerprint (without a backend) and its process id."""
@@ -105,8 +104,9 @@ class NodeMeasurer:
             _weights.mark(proto, held.directory)
             path = held.skeleton(proto)
         else:
-            path = self._scratch / f"{key}.onnx"
-            path.write_bytes(skeleton)
+            path = self._skeletons / f"{key}.onnx"
+            if not path.is_file():
+                atomic_write_bytes(path, skeleton, durable=False)
         model = load_skeleton(path)
         self.models[key] = (str(path), model, held)
         while len(self.models) > _MODELS_KEPT:
@@ -158,10 +158,6 @@ class NodeMeasurer:
             if held is not None:
                 held.close()
         self.models.clear()
-        with contextlib.suppress(OSError):
-            for path in self._scratch.iterdir():
-                path.unlink()
-            self._scratch.rmdir()
 
 
 def _in_process(model: Model, mask: int, target: Target, settings: MeasureSettings,
