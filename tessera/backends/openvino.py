@@ -129,7 +129,6 @@ def _recipe(attrs: Mapping[str, Any]) -> _quantize.Recipe:
 
 _CAPABILITY = {"bf16": "BF16", "f16": "FP16"}
 _QUANTIZED = ("int8", "int4")  # the precisions a quantizer makes
-_PREPARED = (*_QUANTIZED, "f16")  # and those compiled from a rewritten form (f16 weights)
 _QUERIES_KEPT = 32  # whole-model answers kept by digest: a few bytes per node each
 
 
@@ -391,10 +390,6 @@ class OpenVinoBackend(ProbedBackend):
 
     def prepare(self, submodel: onnx.ModelProto, target: Target,
                 calibration: Calibration | None) -> onnx.ModelProto:
-        if target.attrs["precision"] == "f16":
-            from tessera.backends._half_weights import half_weights
-
-            return half_weights(submodel, _DOT_OPS)
         if target.attrs["precision"] not in _QUANTIZED:
             return submodel
         return _quantize.quantize(submodel, _recipe(target.attrs), calibration,
@@ -480,7 +475,7 @@ class OpenVinoBackend(ProbedBackend):
         compiled = core.compile_model(model, "CPU", compile_config(target))
         # on reuse, `submodel` is the partition before `prepare`: the entry's IR is the form
         # compiled (an evicted entry of an unquantized partition reads the submodel instead)
-        exact = not reuse or target.attrs["precision"] not in _PREPARED
+        exact = not reuse or target.attrs["precision"] not in _QUANTIZED
 
         def read() -> Any:
             if xml.is_file() or not exact:
@@ -544,6 +539,7 @@ class _OpenVinoCompiled(Compiled):
         self._stateful: dict[tuple[Any, ...], StatefulDecoder] = {}
         self._stateful_lock = threading.Lock()
         self.decoder = DecoderNames.of_graph(model.graph) is not None
+        self._model = model  # a skeleton: its weights stay in the model's weights file
         import numpy as np
 
         self._names = [o.name for o in self.outputs]
@@ -567,6 +563,17 @@ class _OpenVinoCompiled(Compiled):
                         raise CompileError(f"openvino could not compile the partition: "
                                            f"{typed_line(err)}") from err
         return self._compiled
+
+    def prepared_form(self) -> onnx.ModelProto | None:
+        """The form an artifact keeps: at f16, the weights of products stored in f16
+        (`half_weights`; made only here, not for each build of a search): loading it reads
+        half the bytes, and the answers are the same."""
+        found = super().prepared_form()
+        if found is None and self.target.attrs["precision"] == "f16":
+            from tessera.backends._half_weights import half_weights
+
+            return half_weights(self._model, _DOT_OPS)
+        return found
 
     def _first_infer(self, feeds: dict[str, np.ndarray]) -> Any:
         self.compiled  # noqa: B018 (compiled once, under its lock)

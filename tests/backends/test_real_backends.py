@@ -162,26 +162,27 @@ def test_a_backend_that_fails_to_compile_names_itself_and_the_nodes() -> None:
 
 
 @_needs("openvino")
-def test_openvinos_f16_form_keeps_the_weights_of_products_in_f16() -> None:
-    """`-precision=f16` computes in f16, so the form stores the weights of its matrix
-    products in f16 (half the bytes to load) and answers as OpenVINO's f16 of the model."""
+def test_openvinos_f16_form_keeps_the_weights_of_products_in_f16_in_an_artifact() -> None:
+    """`-precision=f16` computes in f16, so the form an artifact keeps stores the weights of
+    its matrix products in f16 (half the bytes to load), and answers as the build did."""
     import onnx
     import openvino as ov
 
+    if "FP16" not in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        pytest.skip("this CPU has no f16 in OpenVINO")
     model = mlp(hidden=256)  # w1 and w2 at least 1024 elements, the biases fewer
     backend = backends.get("openvino")
-    prepared = backend.prepare(model, Target("openvino -precision=f16"), None)
-    types = {t.name: t.data_type for t in prepared.graph.initializer}
+    target = Target("openvino -precision=f16")
+    assert backend.prepare(model, target, None) is model  # a build compiles the fp32 form
+    compiled = backend.compile(model, target)
+    kept = compiled.prepared_form()
+    assert kept is not None
+    types = {t.name: t.data_type for t in kept.graph.initializer}
     assert types["w1.f16"] == types["w2.f16"] == onnx.TensorProto.FLOAT16
     assert types["b1"] == onnx.TensorProto.FLOAT and "w1" not in types
-    casts = {n.output[0]: n.input[0] for n in prepared.graph.node if n.op_type == "Cast"}
+    casts = {n.output[0]: n.input[0] for n in kept.graph.node if n.op_type == "Cast"}
     assert casts == {"w1": "w1.f16", "w2": "w2.f16"}
-    assert backend.prepare(model, Target("openvino -precision=f32"), None) is model
-    core = ov.Core()
-    if "FP16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
-        pytest.skip("this CPU has no f16 in OpenVINO")
+    assert backend.compile(model, "openvino -precision=f32").prepared_form() is None
     x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
-    got = backend.compile(model, "openvino -precision=f16").run({"x": x})["y"]
-    plain = core.compile_model(core.read_model(model.SerializeToString()), "CPU",
-                               {"INFERENCE_PRECISION_HINT": "f16"})
-    np.testing.assert_allclose(got, plain({"x": x})[0], rtol=2e-3, atol=1e-4)
+    np.testing.assert_allclose(backend.compile(kept, target).run({"x": x})["y"],
+                               compiled.run({"x": x})["y"], rtol=2e-3, atol=1e-4)
