@@ -442,7 +442,11 @@ def _float_weight(original: onnx.ModelProto, node: onnx.NodeProto | None, positi
         return None
     found = next((t for t in original.graph.initializer if t.name == node.input[position]),
                  None)
-    return None if found is None else next(inline_weights_of(original, [found]))
+    if found is None:
+        return None
+    weight: onnx.TensorProto = type(found)()  # a copy: the caller renames it
+    weight.CopyFrom(next(inline_weights_of(original, [found])))
+    return weight
 
 
 def _dequantized(dequantize: onnx.NodeProto, consts: Mapping[str, onnx.TensorProto]

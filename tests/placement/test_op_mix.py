@@ -101,6 +101,7 @@ def test_a_mix_is_the_whole_form_with_its_float_ops_reading_the_float_weights(
     mixed = quantize(model, Recipe(quantizer=quantizer, float_ops=("second", "third")),  # type: ignore[arg-type]
                      samples, backend="openvino")
     assert made == []  # no second quantization
+    assert [t.name for t in model.graph.initializer] == ["w1", "shift", "w2", "w3"]  # untouched
     values = {t.name: numpy_helper.to_array(t) for t in mixed.graph.initializer}
     producer = {out: node for node in mixed.graph.node for out in node.output}
     for name, weight in (("second", "w2"), ("third", "w3")):
