@@ -110,19 +110,9 @@ def inline(proto: onnx.ModelProto) -> onnx.ModelProto:
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     mark(copy, None)
-    if not any(reference(t) is not None for t in copy.graph.initializer):
-        return copy
-    path = directory / FILE
-    try:
-        with path.open("rb") as handle, \
-                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            for tensor in copy.graph.initializer:
-                spot = reference(tensor)
-                if spot is not None:
-                    tensor.CopyFrom(inline_tensor(tensor, mapped[spot[0]:spot[0] + spot[1]]))
-    except (OSError, ValueError) as err:
-        raise ModelError(f"cannot read the model's weights from {str(path)!r}: {err}; load "
-                         "the model again") from None
+    kept = [t for t in copy.graph.initializer if reference(t) is not None]
+    for tensor, read in zip(kept, inline_weights_of(proto, kept), strict=True):
+        tensor.CopyFrom(read)
     return copy
 
 
