@@ -40,6 +40,7 @@ TESSERA = "openvino,onnxruntime"
 # a tessera row held to one weight format on one backend (one target: one quantize; over
 # two, Collage quantizes each candidate partition, 5.5 min on GPT-2-small at int4)
 FORMATS = {
+    ("int8", "openvino"): "openvino -precision=int8 -int8-recipe=weights",
     ("int8", "onnxruntime"): "onnxruntime -precision=int8 -int8-recipe=weights "
                              "-matmul-accuracy=4",
     ("int4", "openvino"): "openvino -precision=int4",
@@ -263,7 +264,46 @@ def table(result: dict[str, Any]) -> str:
         lines.append(table_row(r["model"], r["row"], r["weights"], r["prefill_tokens_per_s"],
                                r["decode_tokens_per_s"], ratio, r["agreement"], r["peak_mb"],
                                r["weights_mb"], notes))
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *_same_format(result["rows"])]) + "\n"
+
+
+# a dedicated runtime's weight format in tessera's terms (llama.cpp's q8_0: int8 in blocks)
+_FORMAT = {"int8": "int8", "q8_0": "int8", "int4": "int4", "q4_0": "int4"}
+
+
+def _searched_format(targets: list[str]) -> str | None:
+    """The weight format of a searched plan whose partitions all hold one."""
+    found = {p for p in ("int8", "int4") for t in targets if f"-precision={p}" in t}
+    return found.pop() if len(found) == 1 and len(targets) == len(
+        [t for t in targets if "-precision=" in t]) else None
+
+
+def _same_format(rows: list[dict[str, Any]]) -> list[str]:
+    """For each model and weight format: tessera's fastest row held to it against the
+    fastest dedicated runtime's."""
+    fastest: dict[tuple[str, str, bool], dict[str, Any]] = {}
+    for r in rows:
+        rate = r.get("decode_tokens_per_s")
+        weights = _FORMAT.get(r["weights"]) or _searched_format(r.get("targets", []))
+        if "error" in r or rate is None or weights is None:
+            continue
+        key = (r["model"], weights, r["row"].startswith("tessera"))
+        if key not in fastest or rate > fastest[key]["decode_tokens_per_s"]:
+            fastest[key] = r
+    lines = ["", "The same weight format: tessera's fastest row held to it, against the "
+             "fastest dedicated runtime's (decode tokens/s; x: tessera's over the runtime's).",
+             "", *table_head("model", "weights", "tessera", "decode tok/s", "agreement",
+                             "fastest dedicated", "decode tok/s", "agreement", "x",
+                             align="lllrrlrrr")]
+    for (model, weights, ours), r in fastest.items():
+        other = fastest.get((model, weights, False))
+        if not ours or other is None:
+            continue
+        lines.append(table_row(model, weights, r["row"], r["decode_tokens_per_s"],
+                               r["agreement"], f"{other['row']} {other['weights']}",
+                               other["decode_tokens_per_s"], other["agreement"],
+                               f"{r['decode_tokens_per_s'] / other['decode_tokens_per_s']:.2f}x"))
+    return lines
 
 
 if __name__ == "__main__":

@@ -352,6 +352,8 @@ def _session(model: bytes | str, target: Target, *, optimized: bool = False,
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _OPT_LEVELS[level])
     if optimized_path:
         options.optimized_model_filepath = optimized_path
+        # built to write its graph, never run: no packed copy of its weights
+        options.add_session_config_entry("session.disable_prepacking", "1")
     if external_weights:  # a file name beside `optimized_path`
         options.add_session_config_entry(
             "session.optimized_model_external_initializers_file_name", external_weights)

@@ -293,3 +293,49 @@ def test_another_format_version_is_refused(tmp_path: Path) -> None:
     rewrite(path, {MANIFEST: json.dumps(manifest).encode()}, fix_manifest=True)
     with pytest.raises(ArtifactError, match="format version 99"):
         tessera.load(path)
+
+
+def externalize_model() -> onnx.ModelProto:
+    """Initializers of every storage kind an artifact meets: big and small raw bytes, values
+    in a typed field, strings."""
+    from onnx import helper
+
+    big = numpy_helper.from_array(np.arange(512, dtype=np.float32), "big")
+    small = numpy_helper.from_array(np.arange(4, dtype=np.float32), "small")
+    typed = helper.make_tensor("typed", onnx.TensorProto.FLOAT, [300],
+                               [float(i) for i in range(300)])
+    words = helper.make_tensor("words", onnx.TensorProto.STRING, [2], [b"a", b"b"])
+    nodes = [helper.make_node("Add", ["x", name], [f"y_{name}"]) for name in ("big", "typed")]
+    nodes.append(helper.make_node("Mul", ["y_big", "y_typed"], ["y"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [512])],
+                              [helper.make_tensor_value_info("y", 1, [512])],
+                              [big, small, typed, words], doc_string="kept")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    helper.set_model_props(model, {"origin": "test"})
+    return model
+
+
+@pytest.mark.parametrize("owned", [False, True])
+def test_externalizing_moves_big_tensors_out_and_leaves_the_model_as_it_was(owned: bool) -> None:
+    from tessera.runtime._artifact import _externalize
+
+    model = externalize_model()
+    before = model.SerializeToString()
+    given = onnx.load_from_string(before) if owned else model
+    tensors: dict[str, bytes | memoryview] = {}
+    written = onnx.load_from_string(_externalize(given, tensors, owned=owned))
+    assert model.SerializeToString() == before
+    by_name = {t.name: t for t in written.graph.initializer}
+    for name in ("big", "typed"):  # 2 KB and 1.2 KB: stored once, by content
+        location = {e.key: e.value for e in by_name[name].external_data}["location"]
+        assert by_name[name].data_location == onnx.TensorProto.EXTERNAL
+        assert not by_name[name].HasField("raw_data")
+        stored = np.frombuffer(bytes(tensors[location]), np.float32)
+        np.testing.assert_array_equal(stored, numpy_helper.to_array(
+            next(t for t in model.graph.initializer if t.name == name)))
+    assert len(tensors) == 2
+    np.testing.assert_array_equal(numpy_helper.to_array(by_name["small"]), np.arange(4))
+    assert list(by_name["words"].string_data) == [b"a", b"b"]
+    assert written.graph.doc_string == "kept" and written.opset_import == model.opset_import
+    assert {p.key: p.value for p in written.metadata_props} == {"origin": "test"}
+    assert written.graph.node == model.graph.node and written.graph.input == model.graph.input
