@@ -46,7 +46,8 @@ NativeRunner = Callable[[Mapping[str, "np.ndarray"]], Sequence[Any]]
 class CacheFormat(StrEnum):
     """What a backend's compiled cache is, as an artifact stores it."""
 
-    ONNX = "onnx"  # an ONNX model: its weights kept with the artifact's
+    ONNX = "onnx"  # an ONNX model: its weights kept with the artifact's, and read from its
+    # weights file when loaded (the model given to `compile_cached` refers to them)
     BLOB = "blob"  # opaque bytes
 
 

@@ -332,8 +332,12 @@ class OnnxRuntimeBackend(Backend):
 
     def _compile_cached(self, submodel: onnx.ModelProto, target: Target, cache: bytes
                         ) -> Compiled:
+        import onnx
+
         _, widened = widen_boundary(submodel)
-        session = _session(cache, target, optimized=True)
+        # the cache's weights may refer to a weights file (an artifact's): read from there
+        weights = directory_of(onnx.load_from_string(cache))
+        session = _session(cache, target, optimized=True, weights=weights)
         return _OrtCompiled(self.name, submodel, target, session, widened)
 
 

@@ -339,3 +339,36 @@ def test_externalizing_moves_big_tensors_out_and_leaves_the_model_as_it_was(owne
     assert written.graph.doc_string == "kept" and written.opset_import == model.opset_import
     assert {p.key: p.value for p in written.metadata_props} == {"origin": "test"}
     assert written.graph.node == model.graph.node and written.graph.input == model.graph.input
+
+
+def test_onnx_runtimes_saved_cache_is_loaded_reading_its_weights_from_the_weights_entry(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The optimized model ONNX Runtime saved comes back as a skeleton: its session reads the
+    weights from the artifact's weights entry, none of them inlined into the bytes given."""
+    from tessera.backends.onnxruntime import OnnxRuntimeBackend
+
+    compiled = tessera.compile(onnx.load(zoo.export("mlp", 1)), "onnxruntime",
+                               partitioner="greedy")
+    path = compiled.save(tmp_path / "mlp.tess")
+    given: list[bytes] = []
+    reload = OnnxRuntimeBackend._compile_cached
+
+    def spy(self: OnnxRuntimeBackend, submodel: onnx.ModelProto, target: tessera.Target,
+            cache: bytes) -> object:
+        given.append(cache)
+        return reload(self, submodel, target, cache)
+
+    monkeypatch.setattr(OnnxRuntimeBackend, "_compile_cached", spy)
+    loaded = tessera.load(path)
+    assert loaded.sources == ["cache"] and len(given) == 1
+    skeleton = onnx.load_from_string(given[0])
+    kept = [t for t in skeleton.graph.initializer if weight_reference(t) is not None]
+    assert kept and not any(t.raw_data for t in kept)
+    assert all(len(t.raw_data) <= 1024 for t in skeleton.graph.initializer)  # biases
+    artifact = read(path)
+    artifact.model("model.onnx")
+    assert artifact.held is not None and directory_of(skeleton) == artifact.held.directory
+    feeds, want = reference()
+    assert_close(loaded.run(feeds), want)
+    for key, value in compiled.run(feeds).items():
+        np.testing.assert_allclose(loaded.run(feeds)[key], value, rtol=1e-5, atol=1e-6)
