@@ -273,9 +273,9 @@ _FORMAT = {"int8": "int8", "q8_0": "int8", "int4": "int4", "q4_0": "int4"}
 
 def _searched_format(targets: list[str]) -> str | None:
     """The weight format of a searched plan whose partitions all hold one."""
-    found = {p for p in ("int8", "int4") for t in targets if f"-precision={p}" in t}
-    return found.pop() if len(found) == 1 and len(targets) == len(
-        [t for t in targets if "-precision=" in t]) else None
+    found = {next((p for p in ("int8", "int4") if f"-precision={p}" in t), None)
+             for t in targets}
+    return found.pop() if len(found) == 1 and None not in found else None
 
 
 def _same_format(rows: list[dict[str, Any]]) -> list[str]:

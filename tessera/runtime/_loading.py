@@ -72,11 +72,11 @@ def _build(artifact: Artifact, model: Model, part: Partition, record: dict[str, 
     submodel = artifact.model(record["submodel"])
     cache = record.get("cache")
     if cache and same_machine and record.get("built_as") == str(target):
-        data = artifact.files[cache]
-        if record.get("cache_format") == CacheFormat.ONNX:  # read back from JSON as text
-            # its weights stay in the artifact's weights entry, which the backend reads:
-            # inlined, a 0.5B decoder's int8 form was held three times while loading
-            data = artifact.model(cache).SerializeToString()
+        # an ONNX cache (its format read back from JSON as text) keeps its weights in the
+        # artifact's weights entry, where the backend reads them: inlined, they would be
+        # held three times while the session is made
+        data = (artifact.model(cache).SerializeToString()
+                if record.get("cache_format") == CacheFormat.ONNX else artifact.files[cache])
         try:
             return backend.compile_cached(submodel, target, data, device=device), "cache"
         except TesseraError:
