@@ -21,6 +21,7 @@ from tessera.backends import _ov_stateful, _quantize
 from tessera.backends._answer import Support
 from tessera.backends._availability import library_availability
 from tessera.backends._devices import DeviceSettings, core_cap
+from tessera.backends._ov_projections import split_projections
 from tessera.backends._ov_query import QueryAnswer, query_model
 from tessera.backends._probe import ProbedBackend
 from tessera.backends._proposals import Proposal
@@ -169,7 +170,10 @@ def compile_config(target: Target) -> dict[str, str]:
 def _read(core: Any, submodel: onnx.ModelProto) -> Any:
     """The submodel as an OpenVINO model. One that refers to the model's weights file is read
     from a file beside it (OpenVINO resolves external data only from a model's path), and
-    maps the weights rather than copying them."""
+    maps the weights rather than copying them. A form with quantized activations has its
+    fused projections split (`_ov_projections`)."""
+    if any(node.op_type == "QuantizeLinear" for node in submodel.graph.node):
+        submodel = split_projections(submodel)
     with staged(submodel) as path:
         return core.read_model(str(path) if path is not None else submodel.SerializeToString())
 

@@ -91,6 +91,25 @@ def test_a_row_that_misses_the_budget_is_never_the_best() -> None:
     assert summary["tessera_vs_best_hand_int8"] == {"m": 1.5}
 
 
+def test_where_no_int8_row_by_hand_meets_the_budget_the_best_by_hand_is_a_native_one() -> None:
+    rows = {precision.BASE: _row(precision.BASE, 1.0), precision.OV: _row(precision.OV, 1.0),
+            precision.NNCF_DEFAULTS: _row(precision.NNCF_DEFAULTS, 0.99),  # fast, misses
+            precision.TESS: _row(precision.TESS, 0.9995)}
+    latency = {precision.BASE: _ms(8.0), precision.OV: _ms(3.0),
+               precision.NNCF_DEFAULTS: _ms(1.0), precision.TESS: _ms(2.0)}
+    result = precision.summarise("m", AccuracyBudget.parse("cosine>=0.999"), rows, latency, {})
+    assert result["best_hand_int8"] is None and result["tessera_vs_best_hand_int8"] is None
+    assert result["best_by_hand"] == precision.OV and result["tessera_vs_best_by_hand"] == 1.5
+    summary = precision.summary([result])
+    assert summary["tessera_vs_best_by_hand"] == {"m": 1.5}
+    table = precision.markdown({"command": "c", "commit": "abc", "machine": "m", "rounds": 1,
+                                "seconds": 0.1, "results": [result], "summary": summary})
+    assert "vs the best by hand within the budget, native or int8 (higher: tessera " \
+           "faster): m 1.50x" in table
+    assert "best hand int8: none meets the budget (–); best by hand: OpenVINO defaults." \
+        in table
+
+
 def test_tessera_missing_the_budget_is_left_out_of_the_geometric_mean() -> None:
     rows = {precision.BASE: _row(precision.BASE, 1.0), precision.TESS: _row(precision.TESS, 0.9)}
     latency = {precision.BASE: _ms(4.0), precision.TESS: _ms(1.0)}
