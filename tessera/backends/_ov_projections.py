@@ -159,9 +159,11 @@ def _sizes(split: onnx.NodeProto, columns: int, weights: dict[str, onnx.TensorPr
 
 def _rewrite(graph: onnx.GraphProto, fused: list[_Fused]) -> None:
     """Rewrite `graph` (a copy of the graph `fused` was found in) in place."""
+    import numpy as np
     from onnx import helper, numpy_helper
 
     tensors = {t.name: t for t in graph.initializer}
+    arrays: dict[str, np.ndarray] = {}  # each weight read once, however many pieces
     added: list[onnx.TensorProto] = []
     pieces_at: dict[int, list[onnx.NodeProto]] = {}  # nodes standing in for a Split
     gone: set[int] = set()
@@ -172,9 +174,11 @@ def _rewrite(graph: onnx.GraphProto, fused: list[_Fused]) -> None:
         tensor = tensors[name]
         if not tensor.dims:
             return name
-        array = numpy_helper.to_array(tensor)
+        if name not in arrays:
+            arrays[name] = numpy_helper.to_array(tensor)
         piece = f"{name}/{tag}"
-        added.append(numpy_helper.from_array(_contiguous(array[..., start:stop]), piece))
+        added.append(numpy_helper.from_array(
+            np.ascontiguousarray(arrays[name][..., start:stop]), piece))
         return piece
 
     for one in fused:
@@ -217,9 +221,3 @@ def _rewrite(graph: onnx.GraphProto, fused: list[_Fused]) -> None:
     kept = [t for t in graph.initializer if t.name in read] + added
     del graph.initializer[:]
     graph.initializer.extend(kept)
-
-
-def _contiguous(array: np.ndarray) -> np.ndarray:
-    import numpy as np
-
-    return np.ascontiguousarray(array)
