@@ -39,6 +39,7 @@ from tessera.placement.judge._precision_setup import (
 )
 from tessera.placement.record import VariantRecord
 from tessera.placement.record._plan import make_partitions
+from tessera.placement.record._progress import Reporter
 from tessera.placement.record._rival import FP32
 from tessera.placement.search._segments import segments
 from tessera.target import Target
@@ -602,6 +603,36 @@ def test_the_precision_time_holds_the_race_of_the_forms_found() -> None:
     assert search.time_left(racing=0, ahead=1.5)  # 6 + 1.5 < 8
     now[0] = 12.5
     assert not search.time_left(racing=0)  # 8.5 s spent
+
+
+def test_out_of_time_the_first_quantized_form_is_still_tried_after_a_float_one() -> None:
+    """A float form first (bf16 on a CPU with AMX, for a transformer) has no quantizer to
+    time, so the first quantized form after it is tried whatever the time says; the rest
+    are not."""
+    from types import SimpleNamespace
+
+    from tessera.placement.judge._precision import _Search
+
+    forms = ["openvino -precision=bf16",
+             "openvino -precision=int8 -int8-quantizer=nncf -int8-smoothquant=off",
+             "openvino -precision=int8 -int8-quantizer=nncf", "openvino -precision=f16",
+             "openvino -precision=int8"]
+    search = _Search.__new__(_Search)
+    search.variants = [Target(t) for t in forms]
+    search.records, search.decoder, search.engine = {}, False, True
+    search.ctx = SimpleNamespace(clock=lambda: 0.0, progress=Reporter())  # type: ignore
+    search.time_left = lambda racing=2, ahead=0.0: False  # type: ignore[method-assign]
+    search._out_of_time = lambda: "no time"  # type: ignore[method-assign]
+    tried: list[str] = []
+
+    def whole_variant(variant: Target, hopeless: object) -> None:
+        """FAKE, for the search algorithm only: records the form, finds nothing."""
+        tried.append(str(variant))
+
+    search._whole_variant = whole_variant  # type: ignore[method-assign,assignment]
+    assert search._whole_model() == {}
+    assert tried == forms[:2]
+    assert [search.records[Target(t)].note for t in forms[2:]] == ["not tried: no time"] * 3
 
 
 def test_a_form_made_the_way_an_earlier_one_was_is_foreseen_to_take_as_long() -> None:
