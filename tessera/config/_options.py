@@ -276,7 +276,8 @@ class FlowOptions:
         "auto", "seconds the precision search may take after the fp32 plan, its variants "
         "tried in order of their expected payoff (the static int8 forms first) and no new "
         "one started once they are spent or the race of the forms found would overrun "
-        "them: auto (as long as the compile took to reach the "
+        "them (the first, and the first quantized one after a float one, always start): "
+        "auto (as long as the compile took to reach the "
         "fp32 plan, so a compile with samples takes about twice a float one), unlimited, "
         "or a number", cache_key=True, parse=_precision_time)
     shapes: ShapeProfile | None = _option(
