@@ -11,7 +11,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tessera.errors import ModelError
-from tessera.ir import _external, _filememo, _load, _regions, _weights
+from tessera.ir import _external, _filememo, _load, _loadmemo, _regions, _weights
 from tessera.ir._dtypes import INTEGER_TYPES, UNDEFINED
 from tessera.ir._graph import DataflowGraph, NodeSet, bits, members, outer_names, subgraph_inputs
 
@@ -179,9 +179,15 @@ def load_model(
     """Load from a path, bytes or ModelProto; check it, clean it up and infer shapes. Every
     problem is a `ModelError` naming the cause. `verify` (the flow option of that name) runs
     the IR verifier after each graph cleanup pass. `clock` tells how long ago a model file
-    was written (`_filememo`: one written just now is not remembered)."""
+    was written (`_filememo`: one written just now is not remembered). An unchanged file
+    loaded before with the same options is not read again (`_loadmemo`)."""
     import onnx
 
+    if not input_shapes:  # an unchanged file loaded before: its skeleton, not its bytes
+        recalled = _loadmemo.recall(source, require_static, verify)
+        if recalled is not None:
+            return Model(recalled.proto, _load.check_opset(recalled.proto), recalled.digest,
+                         recalled.weights)
     read = _load.read_model(source)
     proto, base, digest = read.proto, read.base, read.digest
     file, checked_before = read.file, read.checked
@@ -219,8 +225,11 @@ def load_model(
         skeleton.ParseFromString(proto.SerializeToString())
         proto = skeleton
     model = Model(proto, opset, source_digest, weights)
-    if not external and file is not None and digest is not None and not checked_before:
-        _filememo.remember(*file, digest, clock)
+    if not external and file is not None and digest is not None:
+        if not checked_before:
+            _filememo.remember(*file, digest, clock)
+        if not input_shapes and weights is not None and _filememo.recall(*file) == digest:
+            _loadmemo.remember(file[0], digest, require_static, verify, proto, weights)
     return model
 
 

@@ -338,6 +338,16 @@ def _open(entry: Path) -> Weights | None:
     return Weights(entry, lock)
 
 
+def open_entry(key: str) -> Weights | None:
+    """The cache's finished entry `key`, locked while the result lives; None if there is
+    none."""
+    return _open(cache_root() / key)
+
+
+def cache_root() -> Path:
+    return _cache().root
+
+
 def attach(directory: Path) -> Weights:
     """The weights entry at `directory`, locked while the result lives (the measuring
     worker's view of its compiling process's weights)."""
