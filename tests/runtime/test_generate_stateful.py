@@ -189,6 +189,7 @@ def test_the_generic_loop_feeds_the_cache_back_across_partitions() -> None:
         pytest.skip("needs onnxruntime")
     path = zoo.export_decoder("gpt2-kv-tiny")
     model = tessera.compile(path, "openvino,onnxruntime", shapes=RANGES, accuracy="exact",
+                            partitioner="greedy",
                             pins={"/MatMul": "openvino",
                                   "/h.0/c_fc/MatMul": "onnxruntime"})
     assert len(model.parts) > 1
