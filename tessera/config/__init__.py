@@ -25,7 +25,7 @@ from tessera.config._options import (
     ThreadChoice,
     option_infos,
 )
-from tessera.config._shapes import ShapePoint, ShapeProfile
+from tessera.config._shapes import DimProfile, ShapePoint, ShapeProfile
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -36,6 +36,7 @@ __all__ = [
     "AccuracyReport",
     "CompilationConfig",
     "ConfigLike",
+    "DimProfile",
     "ExecutorConfig",
     "FineSearch",
     "FlowOptions",

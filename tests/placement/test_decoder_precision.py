@@ -13,10 +13,14 @@ from tessera import backends, zoo
 from tessera.config import CompilationConfig
 from tessera.ir import load_model
 from tessera.ir._decoder import DecoderNames, teacher_forced
+from tessera.config import ShapeProfile
 from tessera.placement.judge._precision_setup import (
     DECODER_BUDGET,
+    DECODER_PROMPT,
     DECODER_PROMPTS,
+    DECODER_STEPS,
     PrecisionSetup,
+    _lengths,
     payoff_rank,
     precision_setup,
     weight_only,
@@ -79,12 +83,32 @@ def test_the_setup_of_a_decoder_without_samples() -> None:
     assert str(setup.config.options.accuracy) == DECODER_BUDGET
     assert len(setup.samples) == DECODER_PROMPTS
     assert setup.inputs.startswith(f"{DECODER_PROMPTS} generated prompts of token ids")
+    for feed in setup.samples:  # judged after the cache length the profile serves most
+        assert feed["past_key_values.0.key"].shape[2] == 16
+        assert feed["input_ids"].shape == (1, DECODER_STEPS)
     offered = [str(v) for v in map(Target, [
         "openvino -precision=int8 -int8-recipe=weights", "openvino -precision=int4",
         "onnxruntime -precision=int8 -int8-recipe=static",
         "onnxruntime -precision=int8 -int8-recipe=dynamic"]) if setup.offers(v)]
     assert offered == ["openvino -precision=int8 -int8-recipe=weights",
                        "openvino -precision=int4"]
+
+
+@pytest.mark.parametrize(("profile", "lengths"), [
+    (RANGES, (16, DECODER_STEPS)),  # a range: its optimum
+    ("batch=1;sequence=1:1:64;past_sequence=4@1,32@3;total_sequence=past_sequence+sequence",
+     (32, DECODER_STEPS)),  # listed values: the one weighed most
+    ("batch=1;sequence=1:1:6;past_sequence=4;total_sequence=past_sequence+sequence",
+     (4, 6)),  # what the profile allows the new tokens
+    (None, (DECODER_PROMPT, DECODER_STEPS)),  # no profile: the defaults
+])
+def test_the_judged_steps_follow_the_cache_length_the_profile_serves(
+        profile: str | None, lengths: tuple[int, int]) -> None:
+    model = load_model(zoo.export_decoder("gpt2-kv-tiny"), require_static=False)
+    names = DecoderNames.of(model)
+    assert names is not None
+    shapes = ShapeProfile.parse(profile) if profile is not None else None
+    assert _lengths(model, names, shapes) == lengths
 
 
 def test_a_decoder_tries_weight_only_forms_first() -> None:
