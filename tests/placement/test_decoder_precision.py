@@ -10,10 +10,9 @@ import pytest
 
 import tessera
 from tessera import backends, zoo
-from tessera.config import CompilationConfig
+from tessera.config import CompilationConfig, ShapeProfile
 from tessera.ir import load_model
 from tessera.ir._decoder import DecoderNames, teacher_forced
-from tessera.config import ShapeProfile
 from tessera.placement.judge._precision_setup import (
     DECODER_BUDGET,
     DECODER_PROMPT,
