@@ -8,7 +8,6 @@ a second write in the same clock tick would leave every one of those the same.""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -40,14 +39,17 @@ def recall(path: Path, stat: os.stat_result) -> str | None:
 
 
 def remember(path: Path, stat: os.stat_result, digest: str,
-             clock: WallClock = time.time_ns) -> None:
-    """Keep `digest` for `path` after a load that checked it fully. Best effort: a cache that
-    cannot be written costs the next load its hashing, nothing else."""
+             clock: WallClock = time.time_ns) -> bool:
+    """Keep `digest` for `path` after a load that checked it fully; whether it is kept. Best
+    effort: a cache that cannot be written costs the next load its hashing, nothing else."""
     if clock() - max(stat.st_mtime_ns, stat.st_ctime_ns) < SETTLED_S * 1e9:
-        return
-    with contextlib.suppress(OSError):
+        return False
+    try:
         atomic_write_bytes(_entry(path), json.dumps(
             {"path": str(path), "stat": stat_key(stat), "digest": digest}).encode())
+    except OSError:
+        return False
+    return True
 
 
 def _entry(path: Path) -> Path:

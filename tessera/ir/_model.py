@@ -226,9 +226,8 @@ def load_model(
         proto = skeleton
     model = Model(proto, opset, source_digest, weights)
     if not external and file is not None and digest is not None:
-        if not checked_before:
-            _filememo.remember(*file, digest, clock)
-        if not input_shapes and weights is not None and _filememo.recall(*file) == digest:
+        remembered = checked_before or _filememo.remember(*file, digest, clock)
+        if remembered and not input_shapes and weights is not None:
             _loadmemo.remember(file[0], digest, require_static, verify, proto, weights)
     return model
 
