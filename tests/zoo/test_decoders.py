@@ -134,6 +134,23 @@ def test_llama_caches_fewer_key_value_heads_than_query_heads() -> None:
             assert out[f"present.{i}.{kind}"].shape == (2, 2, 3, spec.head_dim)
 
 
+def test_llama_heads_score_each_tokens_successor_highest() -> None:
+    """A Llama's head row for a token is the embedding of the token it follows, a fixed
+    permutation drawn from the seed: the decoder's greedy choice after any token is
+    that token's successor, in any context, so its logits have a margin to keep."""
+    spec = zoo.decoder_spec("llama-kv-tiny")
+    module = _decoders.build(spec)
+    head, embed = module.lm_head.weight.detach(), module.embed_tokens.weight.detach()
+    rows = [int(torch.nonzero((head == embed[t]).all(1))[0, 0]) for t in range(spec.vocab)]
+    assert sorted(rows) == list(range(spec.vocab))  # a permutation
+    successor = np.array(rows)
+    ids = np.random.default_rng(3).integers(0, spec.vocab, (4, 12))
+    logits = full_forward("llama-kv-tiny", ids)
+    np.testing.assert_array_equal(logits.argmax(-1), successor[ids])
+    ordered = np.sort(logits, axis=-1)
+    assert float(np.median(ordered[..., -1] - ordered[..., -2])) > 1.0
+
+
 def test_a_left_padded_row_gives_the_logits_of_its_prompt_alone(name: str,
                                                                 session: Any) -> None:
     long = zoo.decoder_inputs(name, 6, seed=2)["input_ids"][0]
