@@ -1,6 +1,7 @@
 """The backend protocol on the real onnxruntime and reference backends."""
 
 import pkgutil
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -150,3 +151,33 @@ def test_onnxruntime_claims_float16_nodes_it_computes_in_float32() -> None:
     refused = ort.supports(other.dataflow.nodes[0], other.opset, other.dataflow.value_types,
                            other.dataflow.constants)
     assert not refused and "no Mul-14 kernel for tensor(bfloat16)" in refused.reason
+
+
+def test_every_onnxruntime_session_that_runs_packs_its_weights(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold compile writes ONNX Runtime's optimized graph for the warm cache from the very
+    session it then runs, so that session packs its weights (unpacked, MatMulNBits unpacks
+    them on every run); so do a warm compile's and a loaded artifact's. Only the session that
+    writes an artifact's cache, and never runs, packs none."""
+    import tessera
+
+    monkeypatch.setenv("TESSERA_CACHE", str(tmp_path / "cache"))
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
+
+    def packing(compiled: "tessera.CompiledModel") -> list[str]:
+        found = []
+        for part in compiled.parts:
+            options = part.session.get_session_options()  # type: ignore[attr-defined]
+            try:
+                found.append(options.get_session_config_entry("session.disable_prepacking"))
+            except RuntimeError:  # not set: ONNX Runtime packs
+                found.append("0")
+        return found
+
+    cold = tessera.compile(mlp(), "onnxruntime")
+    warm = tessera.compile(mlp(), "onnxruntime")
+    cold.save(tmp_path / "model.tess")
+    loaded = tessera.load(tmp_path / "model.tess")
+    for compiled in (cold, warm, loaded):
+        assert packing(compiled) == ["0"]
+        np.testing.assert_allclose(compiled.run(feeds)["y"], cold.run(feeds)["y"], rtol=1e-6)
